@@ -1,0 +1,789 @@
+//! Typed device configuration: one serde tree, defaults filled in one place, derived values
+//! computed and checked in one function ([`Config::validate`]) with the reason for each check.
+//!
+//! A configuration is read from TOML (a preset or a user file), `key=value` overrides are applied
+//! to the TOML tree before it is typed (so an override is checked exactly like a file entry), and
+//! every error names the key and what was expected. The config hash is taken over the canonical
+//! JSON form after defaults, so two files that differ only in layout or comments hash the same.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+/// A configuration that cannot be used, with the file (or override) and key at fault.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ConfigError {
+    #[error("{source_name}: {message}")]
+    Parse {
+        source_name: String,
+        message: String,
+    },
+    #[error("{source_name}: key '{key}': {message}")]
+    Invalid {
+        source_name: String,
+        key: String,
+        message: String,
+    },
+    #[error("override '{item}': {message}")]
+    Override { item: String, message: String },
+    #[error("unknown preset '{name}' (known presets: {known})")]
+    UnknownPreset { name: String, known: String },
+}
+
+/// Cell technology: bits stored per cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CellKind {
+    Slc,
+    Mlc,
+    Tlc,
+    Qlc,
+}
+
+impl CellKind {
+    pub fn bits_per_cell(self) -> u32 {
+        match self {
+            CellKind::Slc => 1,
+            CellKind::Mlc => 2,
+            CellKind::Tlc => 3,
+            CellKind::Qlc => 4,
+        }
+    }
+
+    /// Read reference voltages needed to read each page type of a wordline, for the
+    /// binary-reflected Gray codings used in the literature (TLC: LSB needs V3; CSB V1,V5; MSB
+    /// V0,V2,V4,V6). A melded whole-wordline read needs all `2^bits - 1` references once.
+    pub fn sensings_per_page_type(self) -> &'static [u64] {
+        match self {
+            CellKind::Slc => &[1],
+            CellKind::Mlc => &[1, 2],
+            CellKind::Tlc => &[1, 2, 4],
+            CellKind::Qlc => &[1, 2, 4, 8],
+        }
+    }
+
+    pub fn page_type_names(self) -> &'static [&'static str] {
+        match self {
+            CellKind::Slc => &["slc"],
+            CellKind::Mlc => &["lsb", "msb"],
+            CellKind::Tlc => &["lsb", "csb", "msb"],
+            CellKind::Qlc => &["lsb", "csb", "msb", "tsb"],
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GeometryConfig {
+    pub channels: u32,
+    pub chips_per_channel: u32,
+    pub dies_per_chip: u32,
+    pub planes_per_die: u32,
+    pub blocks_per_plane: u32,
+    pub pages_per_block: u32,
+    pub page_size_bytes: u32,
+    pub oob_size_bytes: u32,
+    /// Physical capacity above the exported logical capacity, as a fraction of logical capacity.
+    pub over_provisioning: f64,
+}
+
+impl Default for GeometryConfig {
+    fn default() -> Self {
+        GeometryConfig {
+            channels: 8,
+            chips_per_channel: 4,
+            dies_per_chip: 1,
+            planes_per_die: 2,
+            blocks_per_plane: 512,
+            pages_per_block: 384,
+            page_size_bytes: 4096,
+            oob_size_bytes: 128,
+            over_provisioning: 0.07,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CellConfig {
+    #[serde(rename = "type")]
+    pub kind: CellKind,
+    /// Fixed part X of tR = X + k·Y (addressing, pass voltages, post-processing).
+    pub read_x_ns: u64,
+    /// Per-reference-voltage part Y of tR = X + k·Y.
+    pub read_y_ns: u64,
+    /// Explicit tR per page type (LSB first); overrides the formula when non-empty.
+    pub read_ns: Vec<u64>,
+    /// Explicit melded whole-wordline read time; 0 means X + (2^bits - 1)·Y.
+    pub melded_read_ns: u64,
+    /// tPROG per page type (LSB first); one value applies to every type.
+    pub program_ns: Vec<u64>,
+    pub erase_ns: u64,
+}
+
+impl Default for CellConfig {
+    fn default() -> Self {
+        CellConfig {
+            kind: CellKind::Tlc,
+            read_x_ns: 38_000,
+            read_y_ns: 20_000,
+            read_ns: Vec::new(),
+            melded_read_ns: 0,
+            program_ns: vec![700_000],
+            erase_ns: 3_500_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChannelConfig {
+    /// Transfer rate in mega-transfers per second.
+    pub rate_mtps: u32,
+    pub bus_width_bytes: u32,
+    /// Command and address cycles charged on the bus with every transfer.
+    pub command_overhead_ns: u64,
+    /// Cache read: the die starts its next array read while the register drains over the bus.
+    pub cache_read: bool,
+    /// Cache program: data for the next program is transferred while the die is still busy.
+    pub cache_program: bool,
+}
+
+impl Default for ChannelConfig {
+    fn default() -> Self {
+        ChannelConfig {
+            rate_mtps: 800,
+            bus_width_bytes: 1,
+            command_overhead_ns: 0,
+            cache_read: false,
+            cache_program: false,
+        }
+    }
+}
+
+/// What a read of a never-written (or trimmed) page costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnmappedRead {
+    /// Zeros from the controller without touching flash (what NVMe deallocated reads do).
+    Zero,
+    /// A full flash read, as if the page were mapped (some benchmarks expect this).
+    Flash,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostConfig {
+    /// Queue depth used for trace replay when the workload does not set its own.
+    pub queue_depth: u32,
+    /// Host link bandwidth in MB/s (10^6 B/s); 0 models an infinitely fast link.
+    pub link_mbps: u64,
+    pub unmapped_read: UnmappedRead,
+    /// Read all pages of a wordline with one melded read when a request wants them all.
+    pub melded_reads: bool,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            queue_depth: 32,
+            link_mbps: 3938,
+            unmapped_read: UnmappedRead::Zero,
+            melded_reads: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControllerConfig {
+    /// Device-CPU time per host request (command parsing, queue handling).
+    pub cpu_ns_per_request: u64,
+    /// Device-CPU time per mapping lookup or update (one per page).
+    pub cpu_ns_per_page: u64,
+    /// DRAM write buffer in pages; 0 disables it (writes complete after their program).
+    pub write_buffer_pages: u32,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            cpu_ns_per_request: 0,
+            cpu_ns_per_page: 0,
+            write_buffer_pages: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EccCode {
+    None,
+    Crc,
+    Bch,
+    Ldpc,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EccConfig {
+    pub code: EccCode,
+    /// Data bytes per codeword.
+    pub codeword_bytes: u32,
+    /// Correctable bits per codeword (BCH t; LDPC hard-decision capability).
+    pub correctable_bits: u32,
+    /// Encode time per codeword; codewords of a page are encoded in parallel.
+    pub encode_ns: u64,
+    /// Decode time per codeword; 0 takes the code's reference figure (see `ecc`).
+    pub decode_ns: u64,
+    /// LDPC: extra time per soft-decoding round (each also re-reads the page).
+    pub soft_decode_ns: u64,
+    /// Read retries (BCH) or soft-decoding rounds (LDPC) before an error is uncorrectable.
+    pub max_read_retries: u32,
+    /// Raw bit error rate of a fresh block; 0 disables error injection.
+    pub rber_base: f64,
+    /// RBER = base · (1 + PE/pe_scale)^pe_exponent.
+    pub rber_pe_scale: f64,
+    pub rber_pe_exponent: f64,
+    /// Each read retry (shifted reference voltages) scales the RBER by this factor.
+    pub retry_rber_factor: f64,
+}
+
+impl Default for EccConfig {
+    fn default() -> Self {
+        EccConfig {
+            code: EccCode::Bch,
+            codeword_bytes: 1024,
+            correctable_bits: 40,
+            encode_ns: 800,
+            decode_ns: 0,
+            soft_decode_ns: 40_000,
+            max_read_retries: 3,
+            rber_base: 0.0,
+            rber_pe_scale: 3000.0,
+            rber_pe_exponent: 2.0,
+            retry_rber_factor: 0.5,
+        }
+    }
+}
+
+/// Energy figures; the defaults are illustrative orders of magnitude from measurements of
+/// MLC parts (Grupp et al., MICRO 2009), to be replaced by a preset's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnergyConfig {
+    pub read_nj: f64,
+    pub program_nj: f64,
+    pub erase_nj: f64,
+    pub transfer_pj_per_byte: f64,
+    pub ecc_decode_nj: f64,
+    /// Controller power while idle, charged over the whole simulated time.
+    pub idle_w: f64,
+}
+
+impl Default for EnergyConfig {
+    fn default() -> Self {
+        EnergyConfig {
+            read_nj: 2_000.0,
+            program_nj: 20_000.0,
+            erase_nj: 150_000.0,
+            transfer_pj_per_byte: 15.0,
+            ecc_decode_nj: 50.0,
+            idle_w: 0.1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FtlKind {
+    PageMap,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GcPolicyKind {
+    Greedy,
+    CostBenefit,
+    Fifo,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WearLevelingKind {
+    /// Free blocks are used in the order they were freed.
+    None,
+    /// Dynamic: allocate the least-worn free block of the plane.
+    Dynamic,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FtlConfig {
+    pub kind: FtlKind,
+    pub gc_policy: GcPolicyKind,
+    /// Foreground GC runs in a plane whose free blocks fall to this many.
+    pub gc_fg_free_blocks: u32,
+    /// Background GC runs in idle time in a plane with fewer free blocks than this.
+    pub gc_bg_free_blocks: u32,
+    /// A die must have been idle this long before background GC starts on it.
+    pub gc_bg_idle_ns: u64,
+    /// GC moves pages inside the die (copyback) instead of through the controller.
+    pub gc_copyback: bool,
+    pub wear_leveling: WearLevelingKind,
+}
+
+impl Default for FtlConfig {
+    fn default() -> Self {
+        FtlConfig {
+            kind: FtlKind::PageMap,
+            gc_policy: GcPolicyKind::Greedy,
+            gc_fg_free_blocks: 2,
+            gc_bg_free_blocks: 4,
+            gc_bg_idle_ns: 1_000_000,
+            gc_copyback: true,
+            wear_leveling: WearLevelingKind::Dynamic,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlacementConfig {
+    /// Use hints to choose a write frontier; off gives every experiment its baseline.
+    pub honor_hints: bool,
+    /// Placement handles (write frontiers); stream ids and FDP placement ids index them.
+    pub handles: u32,
+    /// Handle for each Linux write-life hint, indexed NOT_SET, NONE, SHORT, MEDIUM, LONG,
+    /// EXTREME; values past the last handle are clamped to it.
+    pub write_life_handles: Vec<u32>,
+    pub sea_dyn_handle: u32,
+    pub sea_stat_handle: u32,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig {
+            honor_hints: true,
+            handles: 1,
+            write_life_handles: vec![0, 0, 1, 2, 3, 4],
+            sea_dyn_handle: 1,
+            sea_stat_handle: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StatsConfig {
+    /// Width of one time-series interval in simulated ns; 0 disables the time series.
+    pub interval_ns: u64,
+    /// Keep a per-request log (request #, op, address, size, flash work, durations).
+    pub request_log: bool,
+}
+
+impl Default for StatsConfig {
+    fn default() -> Self {
+        StatsConfig {
+            interval_ns: 10_000_000,
+            request_log: false,
+        }
+    }
+}
+
+/// The whole device description.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub name: String,
+    pub description: String,
+    pub geometry: GeometryConfig,
+    pub cell: CellConfig,
+    pub channel: ChannelConfig,
+    pub host: HostConfig,
+    pub controller: ControllerConfig,
+    pub ecc: EccConfig,
+    pub energy: EnergyConfig,
+    pub ftl: FtlConfig,
+    pub placement: PlacementConfig,
+    pub stats: StatsConfig,
+}
+
+/// Values computed once from a validated [`Config`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Derived {
+    pub dies: u32,
+    pub planes: u32,
+    pub blocks: u32,
+    pub physical_pages: u64,
+    pub logical_pages: u64,
+    pub logical_bytes: u64,
+    pub bits_per_cell: u32,
+    /// tR by page type.
+    pub read_ns: Vec<u64>,
+    pub melded_read_ns: u64,
+    /// tPROG by page type.
+    pub program_ns: Vec<u64>,
+    /// Bus time for one page including command overhead.
+    pub page_transfer_ns: u64,
+    pub codewords_per_page: u32,
+    pub decode_ns: u64,
+    pub encode_ns: u64,
+}
+
+/// Parse a `--set` value: TOML syntax first (numbers, booleans, arrays, quoted strings), and a
+/// bare word as a string so that `ftl.gc_policy=fifo` needs no quotes.
+fn parse_override_value(raw: &str) -> toml::Value {
+    let wrapped = format!("v = {raw}");
+    match wrapped.parse::<toml::Table>() {
+        Ok(mut table) => table
+            .remove("v")
+            .unwrap_or_else(|| toml::Value::String(raw.into())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    }
+}
+
+fn apply_override(root: &mut toml::Table, key: &str, raw: &str) -> Result<(), ConfigError> {
+    let err = |message: String| ConfigError::Override {
+        item: format!("{key}={raw}"),
+        message,
+    };
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(err("expected a dotted key such as geometry.channels".into()));
+    }
+    let mut table = root;
+    for part in &parts[..parts.len() - 1] {
+        let entry = table
+            .entry(part.to_string())
+            .or_insert_with(|| toml::Value::Table(Default::default()));
+        table = match entry {
+            toml::Value::Table(t) => t,
+            _ => return Err(err(format!("'{part}' is a value, not a section"))),
+        };
+    }
+    table.insert(
+        parts[parts.len() - 1].to_string(),
+        parse_override_value(raw),
+    );
+    Ok(())
+}
+
+impl Config {
+    /// Parse TOML text, apply `key=value` overrides, fill defaults and validate.
+    pub fn from_toml(
+        text: &str,
+        source_name: &str,
+        overrides: &[(String, String)],
+    ) -> Result<Config, ConfigError> {
+        let parse_error = |e: toml::de::Error| ConfigError::Parse {
+            source_name: source_name.to_string(),
+            message: e.to_string().trim().replace('\n', " "),
+        };
+        // Typing the text itself first gives errors with the file's line and column.
+        toml::from_str::<Config>(text).map_err(parse_error)?;
+        let mut table: toml::Table = text.parse().map_err(parse_error)?;
+        for (key, value) in overrides {
+            apply_override(&mut table, key, value)?;
+        }
+        let config: Config =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::Parse {
+                    source_name: source_name.to_string(),
+                    message: e.to_string().trim().replace('\n', " "),
+                })?;
+        config.validate(source_name)?;
+        Ok(config)
+    }
+
+    /// Check every constraint and compute the derived values.
+    pub fn validate(&self, source_name: &str) -> Result<Derived, ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            source_name: source_name.to_string(),
+            key: key.to_string(),
+            message,
+        };
+        let g = &self.geometry;
+        for (key, value) in [
+            ("geometry.channels", g.channels),
+            ("geometry.chips_per_channel", g.chips_per_channel),
+            ("geometry.dies_per_chip", g.dies_per_chip),
+            ("geometry.planes_per_die", g.planes_per_die),
+            ("geometry.blocks_per_plane", g.blocks_per_plane),
+            ("geometry.pages_per_block", g.pages_per_block),
+            ("channel.rate_mtps", self.channel.rate_mtps),
+            ("channel.bus_width_bytes", self.channel.bus_width_bytes),
+            ("placement.handles", self.placement.handles),
+            ("ecc.codeword_bytes", self.ecc.codeword_bytes),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "expected a positive integer, got 0".into()));
+            }
+        }
+        if g.page_size_bytes < 512 || !g.page_size_bytes.is_power_of_two() {
+            return Err(invalid(
+                "geometry.page_size_bytes",
+                format!(
+                    "expected a power of two of at least 512, got {}",
+                    g.page_size_bytes
+                ),
+            ));
+        }
+        // Page offsets within a block are kept in 16 bits by the block table.
+        if g.pages_per_block > 65_535 {
+            return Err(invalid(
+                "geometry.pages_per_block",
+                "expected at most 65535".into(),
+            ));
+        }
+        let bits = self.cell.kind.bits_per_cell();
+        // A wordline holds one page per bit, so a block holds whole wordlines.
+        if g.pages_per_block % bits != 0 {
+            return Err(invalid(
+                "geometry.pages_per_block",
+                format!(
+                    "expected a multiple of {bits} (pages per wordline for {:?})",
+                    self.cell.kind
+                ),
+            ));
+        }
+        if !(g.over_provisioning.is_finite()
+            && g.over_provisioning > 0.0
+            && g.over_provisioning < 10.0)
+        {
+            return Err(invalid(
+                "geometry.over_provisioning",
+                format!(
+                    "expected a fraction of logical capacity in (0, 10), got {}",
+                    g.over_provisioning
+                ),
+            ));
+        }
+        let dies = g.channels as u64 * g.chips_per_channel as u64 * g.dies_per_chip as u64;
+        let planes = dies * g.planes_per_die as u64;
+        let blocks = planes * g.blocks_per_plane as u64;
+        let physical_pages = blocks * g.pages_per_block as u64;
+        // Physical page numbers are u32 with u32::MAX reserved as "none" (≈16 TiB at 4 KiB).
+        if physical_pages >= u32::MAX as u64 {
+            return Err(invalid(
+                "geometry",
+                format!("{physical_pages} physical pages exceed the simulator's 2^32-1 page limit"),
+            ));
+        }
+        let logical_pages = (physical_pages as f64 / (1.0 + g.over_provisioning)).floor() as u64;
+        // Every plane needs room for its open blocks (host and GC frontier per handle) and the
+        // foreground-GC reserve beyond its share of logical data, or GC cannot make progress.
+        let handles = self.placement.handles as u64;
+        let reserve_blocks = 2 * handles + self.ftl.gc_fg_free_blocks as u64 + 1;
+        let spare_blocks_per_plane =
+            (physical_pages - logical_pages) / g.pages_per_block as u64 / planes;
+        if spare_blocks_per_plane < reserve_blocks {
+            return Err(invalid(
+                "geometry.over_provisioning",
+                format!(
+                    "too little spare space: {spare_blocks_per_plane} spare blocks per plane, \
+                     need at least {reserve_blocks} (2 open blocks per placement handle + \
+                     ftl.gc_fg_free_blocks + 1)"
+                ),
+            ));
+        }
+        if self.ftl.gc_fg_free_blocks < 1 {
+            return Err(invalid(
+                "ftl.gc_fg_free_blocks",
+                "expected at least 1".into(),
+            ));
+        }
+        if self.ftl.gc_bg_free_blocks < self.ftl.gc_fg_free_blocks {
+            return Err(invalid(
+                "ftl.gc_bg_free_blocks",
+                "expected at least ftl.gc_fg_free_blocks (background GC starts earlier)".into(),
+            ));
+        }
+        if self.placement.handles > 256 {
+            return Err(invalid("placement.handles", "expected at most 256".into()));
+        }
+        let read_ns = if self.cell.read_ns.is_empty() {
+            self.cell
+                .kind
+                .sensings_per_page_type()
+                .iter()
+                .map(|k| self.cell.read_x_ns + k * self.cell.read_y_ns)
+                .collect::<Vec<_>>()
+        } else if self.cell.read_ns.len() == bits as usize {
+            self.cell.read_ns.clone()
+        } else {
+            return Err(invalid(
+                "cell.read_ns",
+                format!(
+                    "expected {bits} values (one per page type), got {}",
+                    self.cell.read_ns.len()
+                ),
+            ));
+        };
+        if read_ns.iter().any(|&t| t == 0) {
+            return Err(invalid(
+                "cell.read_ns",
+                "read times must be positive".into(),
+            ));
+        }
+        let melded_read_ns = if self.cell.melded_read_ns > 0 {
+            self.cell.melded_read_ns
+        } else {
+            self.cell.read_x_ns + ((1u64 << bits) - 1) * self.cell.read_y_ns
+        };
+        let program_ns = match self.cell.program_ns.len() {
+            1 => vec![self.cell.program_ns[0]; bits as usize],
+            n if n == bits as usize => self.cell.program_ns.clone(),
+            n => {
+                return Err(invalid(
+                    "cell.program_ns",
+                    format!("expected 1 or {bits} values (one per page type), got {n}"),
+                ))
+            }
+        };
+        let bytes_per_us = self.channel.rate_mtps as u64 * self.channel.bus_width_bytes as u64;
+        let page_transfer_ns = (g.page_size_bytes as u64 * 1000).div_ceil(bytes_per_us)
+            + self.channel.command_overhead_ns;
+        if self.ecc.codeword_bytes > g.page_size_bytes
+            || g.page_size_bytes % self.ecc.codeword_bytes != 0
+        {
+            return Err(invalid(
+                "ecc.codeword_bytes",
+                format!("expected a divisor of the page size {}", g.page_size_bytes),
+            ));
+        }
+        if !(self.ecc.rber_base >= 0.0 && self.ecc.rber_base < 0.5) {
+            return Err(invalid(
+                "ecc.rber_base",
+                "expected a probability in [0, 0.5)".into(),
+            ));
+        }
+        let wl = &self.placement.write_life_handles;
+        if wl.len() != 6 {
+            return Err(invalid(
+                "placement.write_life_handles",
+                format!(
+                    "expected 6 handles (NOT_SET, NONE, SHORT, MEDIUM, LONG, EXTREME), got {}",
+                    wl.len()
+                ),
+            ));
+        }
+        let codewords_per_page = g.page_size_bytes / self.ecc.codeword_bytes;
+        let decode_ns = crate::ecc::decode_ns_per_codeword(&self.ecc);
+        let encode_ns = if self.ecc.code == EccCode::None {
+            0
+        } else {
+            self.ecc.encode_ns
+        };
+        Ok(Derived {
+            dies: dies as u32,
+            planes: planes as u32,
+            blocks: blocks as u32,
+            physical_pages,
+            logical_pages,
+            logical_bytes: logical_pages * g.page_size_bytes as u64,
+            bits_per_cell: bits,
+            read_ns,
+            melded_read_ns,
+            program_ns,
+            page_transfer_ns,
+            codewords_per_page,
+            decode_ns,
+            encode_ns,
+        })
+    }
+
+    /// Derived values of a configuration already validated by [`Config::from_toml`].
+    pub fn derived(&self) -> Derived {
+        self.validate("config")
+            .expect("configuration was validated when it was built")
+    }
+
+    /// Canonical JSON form (after defaults): what the hash is taken over.
+    pub fn canonical_json(&self) -> String {
+        serde_json::to_string(self).expect("a config always serialises")
+    }
+
+    /// First 16 hex digits of SHA-256 over the canonical form.
+    pub fn hash_hex(&self) -> String {
+        let digest = Sha256::digest(self.canonical_json().as_bytes());
+        digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_hash_is_layout_independent() {
+        let a = Config::from_toml("", "a", &[]).unwrap();
+        let b = Config::from_toml("# comment\n[geometry]\nchannels = 8\n", "b", &[]).unwrap();
+        assert_eq!(a.hash_hex(), b.hash_hex());
+        let c = Config::from_toml("[geometry]\nchannels = 4\n", "c", &[]).unwrap();
+        assert_ne!(a.hash_hex(), c.hash_hex());
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = Config::from_toml("[geometry]\nchanels = 4\n", "dev.toml", &[]).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("dev.toml") && msg.contains("chanels"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_is_named() {
+        let err =
+            Config::from_toml("[geometry]\nchannels = \"eight\"\n", "dev.toml", &[]).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("channels") && msg.contains("line 2"), "{msg}");
+    }
+
+    #[test]
+    fn overrides_are_typed_like_file_entries() {
+        let ov = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        let c = Config::from_toml("", "x", &ov("geometry.channels", "2")).unwrap();
+        assert_eq!(c.geometry.channels, 2);
+        let c = Config::from_toml("", "x", &ov("ftl.gc_policy", "fifo")).unwrap();
+        assert_eq!(c.ftl.gc_policy, GcPolicyKind::Fifo);
+        let err = Config::from_toml("", "x", &ov("geometry.channels", "many")).unwrap_err();
+        assert!(err.to_string().contains("channels"), "{err}");
+        let err = Config::from_toml("", "x", &ov("geometry.bogus", "1")).unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+        let err = Config::from_toml("", "x", &ov("geometry..x", "1")).unwrap_err();
+        assert!(matches!(err, ConfigError::Override { .. }));
+    }
+
+    #[test]
+    fn semantic_checks_name_the_key() {
+        let ov = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        for (key, value) in [
+            ("geometry.channels", "0"),
+            ("geometry.page_size_bytes", "3000"),
+            ("geometry.pages_per_block", "100"),
+            ("geometry.over_provisioning", "0.0001"),
+            ("cell.read_ns", "[1, 2]"),
+            ("cell.program_ns", "[1, 2]"),
+            ("ecc.codeword_bytes", "3000"),
+        ] {
+            let err = Config::from_toml("", "x", &ov(key, value)).unwrap_err();
+            let msg = err.to_string();
+            let leaf = key.split('.').next_back().unwrap();
+            assert!(
+                msg.contains(leaf) || msg.contains("over_provisioning"),
+                "{key}: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn read_formula_and_transfer() {
+        let c = Config::from_toml("", "x", &[]).unwrap();
+        let d = c.derived();
+        assert_eq!(d.read_ns, vec![58_000, 78_000, 118_000]);
+        assert_eq!(d.melded_read_ns, 38_000 + 7 * 20_000);
+        // 4 KiB at 800 MT/s on an 8-bit bus: 5.12 us (device-model.md).
+        assert_eq!(d.page_transfer_ns, 5_120);
+    }
+}

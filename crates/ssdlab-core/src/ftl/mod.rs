@@ -1,0 +1,121 @@
+//! Flash translation layers behind one trait.
+//!
+//! An FTL owns the mapping and the block life cycle and decides; it never computes time. For each
+//! host page it returns where the data goes and pushes the flash commands its own bookkeeping
+//! needs (GC moves and erases, and for cached-mapping FTLs translation-page traffic) into a
+//! [`FlashOp`] list that the device then times on the hardware and applies to stored data.
+//! DFTL, a hybrid FTL and the host-managed (NoFTL) mode implement the same trait.
+
+mod page_map;
+
+pub use page_map::PageMapFtl;
+
+use crate::config::{Config, FtlKind};
+use crate::nand::Geometry;
+use crate::placement::HandleCounters;
+use serde::Serialize;
+use thiserror::Error;
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum FtlError {
+    #[error("device full: no free block in plane {plane} and no block GC could reclaim")]
+    NoSpace { plane: u32 },
+}
+
+/// Why a flash command was issued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Host,
+    Gc,
+    /// Translation-page traffic of a cached-mapping FTL.
+    Mapping,
+}
+
+/// A flash command the FTL needs beyond the host page's own read or program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlashOp {
+    Read {
+        ppa: u32,
+        purpose: Purpose,
+    },
+    Program {
+        ppa: u32,
+        purpose: Purpose,
+    },
+    /// GC relocation of a valid page (copyback inside the die, or through the controller).
+    Move {
+        src: u32,
+        dst: u32,
+    },
+    Erase {
+        block: u32,
+        purpose: Purpose,
+    },
+}
+
+/// Where a host page write went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// The page that held the logical page before (now invalid), if any.
+    pub old: Option<u32>,
+    pub new: u32,
+}
+
+/// Cumulative FTL counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FtlCounters {
+    pub host_pages_written: u64,
+    pub gc_pages_moved: u64,
+    /// Victim blocks reclaimed.
+    pub gc_invocations: u64,
+    pub gc_background_invocations: u64,
+    pub erases: u64,
+    pub trimmed_pages: u64,
+}
+
+impl FtlCounters {
+    /// Flash page programs: host pages plus GC relocations.
+    pub fn flash_pages_programmed(&self) -> u64 {
+        self.host_pages_written + self.gc_pages_moved
+    }
+}
+
+pub trait Ftl: Send {
+    fn name(&self) -> &'static str;
+    /// The physical page holding `lpa`, if mapped; translation work goes into `ops`.
+    fn lookup(&mut self, lpa: u64, ops: &mut Vec<FlashOp>) -> Option<u32>;
+    /// Map `lpa` to a fresh page of placement handle `handle`; foreground GC goes into `ops`.
+    fn write(
+        &mut self,
+        lpa: u64,
+        handle: u32,
+        now_ns: u64,
+        ops: &mut Vec<FlashOp>,
+    ) -> Result<WriteOutcome, FtlError>;
+    /// Deallocate `lpa`; GC will never copy it.
+    fn trim(&mut self, lpa: u64, ops: &mut Vec<FlashOp>);
+    /// Does `plane` want background GC?
+    fn wants_background_gc(&self, plane: u32) -> bool;
+    /// Reclaim one victim in `plane` (background GC); false if there was nothing to do.
+    fn background_gc(
+        &mut self,
+        plane: u32,
+        now_ns: u64,
+        ops: &mut Vec<FlashOp>,
+    ) -> Result<bool, FtlError>;
+    fn counters(&self) -> FtlCounters;
+    fn handle_counters(&self) -> &[HandleCounters];
+    fn reset_counters(&mut self);
+    fn erase_counts(&self) -> &[u32];
+    /// Program/erase cycles of the block holding `ppa` (drives the RBER model).
+    fn erase_count_of(&self, ppa: u32) -> u32;
+    /// Check L2P and P2L agree and valid counts close; a description of the first violation.
+    fn check_invariants(&self) -> Result<(), String>;
+}
+
+/// The FTL registry.
+pub fn build_ftl(config: &Config, geometry: &Geometry, logical_pages: u64) -> Box<dyn Ftl> {
+    match config.ftl.kind {
+        FtlKind::PageMap => Box::new(PageMapFtl::new(config, geometry, logical_pages)),
+    }
+}

@@ -1,0 +1,1006 @@
+//! The device: host interface, controller and the glue that times FTL decisions on the NAND.
+//!
+//! A request arrives at an issue time, is split into page transactions, and each transaction
+//! asks the FTL where its data is or goes. The FTL's own flash work (GC moves and erases) is
+//! timed first, on the dies it touches; then the host pages' reads and programs are reserved on
+//! dies and channels, grouped into multi-plane operations (pages at one page offset on different
+//! planes of a die) or melded whole-wordline reads where allowed. Reads pay array + transfer +
+//! ECC decode, writes host transfer + encode + bus transfer + program; the host link and the
+//! device CPU are serial resources too. The request completes when its last piece does. All of
+//! this happens at issue time (resources are reserved first come, first served), so the event
+//! loop of [`run`] only has to order completions.
+
+pub mod run;
+
+pub use run::{Loop, Progress, RunSpec};
+
+use crate::config::{Config, ConfigError, Derived, UnmappedRead};
+use crate::ecc;
+use crate::ftl::{build_ftl, FlashOp, Ftl, FtlError, Purpose};
+use crate::nand::store::PageStore;
+use crate::nand::timing::Timeline;
+use crate::nand::Geometry;
+use crate::placement::{PlacementError, PlacementTable};
+use crate::request::{HostRequest, Op, SourceError};
+use crate::stats::{FlashCounters, RequestLogRow, TimeSeries};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use thiserror::Error;
+
+/// Errors a device reports for a request or a run.
+#[derive(Debug, Error)]
+pub enum DeviceError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("request {offset}+{length} bytes is past the device's end ({capacity} bytes)")]
+    OutOfRange {
+        offset: u64,
+        length: u64,
+        capacity: u64,
+    },
+    #[error("{op} request of length 0 at offset {offset}")]
+    ZeroLength { op: &'static str, offset: u64 },
+    #[error("write of {length} bytes given {given} bytes of data")]
+    DataLength { length: u64, given: usize },
+    #[error("this device keeps no page data (create it with store_data to read data back)")]
+    NoDataStore,
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+    #[error(transparent)]
+    Ftl(#[from] FtlError),
+    #[error("workload: {0}")]
+    Source(SourceError),
+    #[error("request #{index}: {source}")]
+    InRun {
+        index: u64,
+        source: Box<DeviceError>,
+    },
+    #[error("{0}")]
+    Run(&'static str),
+}
+
+/// Outcome of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    pub issue_ns: u64,
+    pub complete_ns: u64,
+    /// A page of a read could not be decoded (EIO to the host).
+    pub uncorrectable: bool,
+}
+
+impl Completion {
+    pub fn latency_ns(&self) -> u64 {
+        self.complete_ns - self.issue_ns
+    }
+}
+
+/// Options of [`Device::precondition`].
+#[derive(Debug, Clone, Copy)]
+pub struct PreconditionOptions {
+    /// Upper bound on random overwrites, in multiples of the logical capacity.
+    pub max_random_passes: f64,
+    /// Steady state: write amplification of two consecutive windows within this fraction.
+    pub steady_tolerance: f64,
+}
+
+impl Default for PreconditionOptions {
+    fn default() -> Self {
+        PreconditionOptions {
+            max_random_passes: 2.0,
+            steady_tolerance: 0.02,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PreconditionReport {
+    pub pages_written: u64,
+    pub waf_last_window: f64,
+    pub steady: bool,
+}
+
+/// One host page of a read or program, waiting to be grouped.
+#[derive(Debug, Clone, Copy)]
+struct PageTxn {
+    die: u32,
+    page_in_block: u32,
+    plane: u32,
+    ppa: u32,
+    ready_ns: u64,
+}
+
+/// Flash work done for the request being processed (per-request log).
+#[derive(Debug, Clone, Copy, Default)]
+struct RequestWork {
+    reads: u32,
+    programs: u32,
+    erases: u32,
+    flash_ns: u64,
+    first_ppa: Option<u32>,
+}
+
+pub struct Device {
+    config: Config,
+    derived: Derived,
+    geo: Geometry,
+    config_hash: String,
+    seed: u64,
+    ftl: Box<dyn Ftl>,
+    placement: PlacementTable,
+    timeline: Timeline,
+    store: Option<PageStore>,
+    flash: FlashCounters,
+    series: TimeSeries,
+    request_log: Option<Vec<RequestLogRow>>,
+    requests_seen: u64,
+    rng: Xoshiro256PlusPlus,
+    now_ns: u64,
+    link_free_ns: u64,
+    cpu_free_ns: u64,
+    buffer_ends: BinaryHeap<Reverse<u64>>,
+    buffer_last_end_ns: u64,
+    ops: Vec<FlashOp>,
+    txns: Vec<PageTxn>,
+    groups: Vec<(u64, u64)>,
+    bg_cursor: u32,
+    work: RequestWork,
+    run: Option<Box<run::RunState>>,
+}
+
+impl Device {
+    /// Build a device from TOML text (a preset or a file) with `key=value` overrides.
+    pub fn from_toml(
+        text: &str,
+        source_name: &str,
+        overrides: &[(String, String)],
+        seed: u64,
+        store_data: bool,
+    ) -> Result<Device, DeviceError> {
+        let config = Config::from_toml(text, source_name, overrides)?;
+        Ok(Device::new(config, seed, store_data))
+    }
+
+    pub fn new(config: Config, seed: u64, store_data: bool) -> Device {
+        let derived = config.derived();
+        let geo = Geometry::new(&config, &derived);
+        let ftl = build_ftl(&config, &geo, derived.logical_pages);
+        let timeline = Timeline::new(
+            derived.dies,
+            config.geometry.channels,
+            config.channel.cache_read,
+            config.channel.cache_program,
+        );
+        Device {
+            placement: PlacementTable::new(&config.placement),
+            store: store_data.then(|| PageStore::new(config.geometry.page_size_bytes as usize)),
+            series: TimeSeries::new(config.stats.interval_ns),
+            request_log: config.stats.request_log.then(Vec::new),
+            config_hash: config.hash_hex(),
+            // The ECC error stream is derived from the seed in a fixed way, apart from any
+            // workload stream, so adding a workload never shifts the error pattern.
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x0ECC_0ECC_0ECC_0ECC),
+            seed,
+            ftl,
+            timeline,
+            geo,
+            derived,
+            config,
+            flash: FlashCounters::default(),
+            requests_seen: 0,
+            now_ns: 0,
+            link_free_ns: 0,
+            cpu_free_ns: 0,
+            buffer_ends: BinaryHeap::new(),
+            buffer_last_end_ns: 0,
+            ops: Vec::with_capacity(1024),
+            txns: Vec::with_capacity(64),
+            groups: Vec::with_capacity(64),
+            bg_cursor: 0,
+            work: RequestWork::default(),
+            run: None,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    pub fn derived(&self) -> &Derived {
+        &self.derived
+    }
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+    pub fn config_hash(&self) -> &str {
+        &self.config_hash
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+    pub fn logical_bytes(&self) -> u64 {
+        self.derived.logical_bytes
+    }
+    pub fn page_size(&self) -> u32 {
+        self.config.geometry.page_size_bytes
+    }
+    pub fn ftl(&self) -> &dyn Ftl {
+        self.ftl.as_ref()
+    }
+    pub fn flash_counters(&self) -> FlashCounters {
+        self.flash
+    }
+    pub fn stores_data(&self) -> bool {
+        self.store.is_some()
+    }
+    pub fn time_series(&self) -> &TimeSeries {
+        &self.series
+    }
+    pub fn request_log(&self) -> Option<&[RequestLogRow]> {
+        self.request_log.as_deref()
+    }
+
+    #[inline]
+    fn link_ns(&self, bytes: u64) -> u64 {
+        match self.config.host.link_mbps {
+            0 => 0,
+            mbps => (bytes * 1000).div_ceil(mbps),
+        }
+    }
+
+    fn check_range(&self, req: &HostRequest) -> Result<(), DeviceError> {
+        if req.op == Op::Flush {
+            return Ok(());
+        }
+        if req.length == 0 {
+            return Err(DeviceError::ZeroLength {
+                op: req.op.as_str(),
+                offset: req.offset,
+            });
+        }
+        let capacity = self.derived.logical_bytes;
+        if req
+            .offset
+            .checked_add(req.length)
+            .is_none_or(|end| end > capacity)
+        {
+            return Err(DeviceError::OutOfRange {
+                offset: req.offset,
+                length: req.length,
+                capacity,
+            });
+        }
+        Ok(())
+    }
+
+    /// Submit one request at the current simulated time, run it to completion and advance the
+    /// clock to its completion. `data` is the write payload; reads fill `out` (data mode).
+    pub fn submit(
+        &mut self,
+        req: &HostRequest,
+        data: Option<&[u8]>,
+        out: Option<&mut [u8]>,
+    ) -> Result<Completion, DeviceError> {
+        if self.run.is_some() {
+            return Err(DeviceError::Run(
+                "a run is in progress: finish it before submitting requests directly",
+            ));
+        }
+        let issue = self.now_ns;
+        let completion = self.execute(req, issue, data, out)?;
+        self.now_ns = completion.complete_ns;
+        let counters = self.series_counters();
+        self.series.record(
+            completion.complete_ns,
+            req.op == Op::Read,
+            req.length,
+            completion.latency_ns(),
+            counters,
+        );
+        Ok(completion)
+    }
+
+    /// Move the clock forward (idle time, in which background GC may run).
+    pub fn advance_to(&mut self, time_ns: u64) {
+        self.now_ns = self.now_ns.max(time_ns);
+    }
+
+    pub(crate) fn series_counters(&self) -> [u64; 4] {
+        let c = self.ftl.counters();
+        [
+            c.host_pages_written,
+            c.flash_pages_programmed(),
+            c.gc_pages_moved,
+            c.erases,
+        ]
+    }
+
+    /// Process one request issued at `issue_ns` and return when it completes. The clock is
+    /// not moved: the caller (direct submission or the run loop) owns it.
+    pub(crate) fn execute(
+        &mut self,
+        req: &HostRequest,
+        issue_ns: u64,
+        data: Option<&[u8]>,
+        out: Option<&mut [u8]>,
+    ) -> Result<Completion, DeviceError> {
+        self.check_range(req)?;
+        self.requests_seen += 1;
+        self.work = RequestWork::default();
+        self.maybe_background_gc(issue_ns)?;
+        let page = self.page_size() as u64;
+        let first_lpa = req.offset / page;
+        let pages = if req.length == 0 {
+            0
+        } else {
+            (req.offset + req.length - 1) / page - first_lpa + 1
+        };
+        let cpu = &self.config.controller;
+        let mut start = issue_ns;
+        if cpu.cpu_ns_per_request > 0 || cpu.cpu_ns_per_page > 0 {
+            start =
+                start.max(self.cpu_free_ns) + cpu.cpu_ns_per_request + cpu.cpu_ns_per_page * pages;
+            self.cpu_free_ns = start;
+        }
+        let (complete_ns, uncorrectable) = match req.op {
+            Op::Read => self.execute_read(req, start, first_lpa, pages, out)?,
+            Op::Write => (
+                self.execute_write(req, start, first_lpa, pages, data)?,
+                false,
+            ),
+            Op::Trim => {
+                self.execute_trim(req, first_lpa, pages);
+                (start, false)
+            }
+            Op::Flush => (start.max(self.buffer_last_end_ns), false),
+        };
+        if let Some(log) = &mut self.request_log {
+            let w = self.work;
+            log.push(RequestLogRow {
+                request: self.requests_seen,
+                op: req.op.as_str(),
+                logical_sector: req.offset / 512,
+                size_bytes: req.length,
+                duration_ns: complete_ns - issue_ns,
+                flash_reads: w.reads,
+                flash_writes: w.programs,
+                oob_reads: 0,
+                // Every program writes the page's OOB (logical address, sequence) with it.
+                oob_writes: w.programs,
+                erases: w.erases,
+                physical_sector: w.first_ppa.map_or(-1, |p| p as i64 * (page as i64 / 512)),
+                flash_duration_ns: w.flash_ns,
+            });
+        }
+        Ok(Completion {
+            issue_ns,
+            complete_ns,
+            uncorrectable,
+        })
+    }
+
+    /// Background GC: one plane per request is checked (round robin, cheap and deterministic);
+    /// if it is below its watermark and its die has been idle long enough, one victim is
+    /// reclaimed in that idle time.
+    fn maybe_background_gc(&mut self, issue_ns: u64) -> Result<(), DeviceError> {
+        let plane = self.bg_cursor;
+        self.bg_cursor = if plane + 1 == self.geo.planes {
+            0
+        } else {
+            plane + 1
+        };
+        if !self.ftl.wants_background_gc(plane) {
+            return Ok(());
+        }
+        let die = self.geo.die_of_plane(plane);
+        let idle_from = self.timeline.die_free_ns(die) + self.config.ftl.gc_bg_idle_ns;
+        if idle_from > issue_ns {
+            return Ok(());
+        }
+        self.ops.clear();
+        let mut ops = std::mem::take(&mut self.ops);
+        let result = self.ftl.background_gc(plane, idle_from, &mut ops);
+        self.apply_ftl_ops(&ops, idle_from);
+        ops.clear();
+        self.ops = ops;
+        result?;
+        Ok(())
+    }
+
+    /// Time and apply the FTL's own flash work, starting no earlier than `ready_ns`.
+    fn apply_ftl_ops(&mut self, ops: &[FlashOp], ready_ns: u64) {
+        let xfer = self.derived.page_transfer_ns;
+        let page_bytes = self.page_size() as u64;
+        for op in ops {
+            match *op {
+                FlashOp::Move { src, dst } => {
+                    let (die_src, die_dst) = (self.geo.die_of(src), self.geo.die_of(dst));
+                    let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
+                    let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
+                    let mut busy = t_read + t_prog;
+                    if self.config.ftl.gc_copyback && die_src == die_dst {
+                        let r = self.timeline.read(die_src, ready_ns, t_read, 1, 0);
+                        self.timeline.program(die_dst, r.end_ns, t_prog, 1, 0);
+                    } else {
+                        let r = self.timeline.read(die_src, ready_ns, t_read, 1, xfer);
+                        let codewords = self.derived.codewords_per_page as u64;
+                        self.flash.codewords_decoded += codewords;
+                        self.flash.codewords_encoded += codewords;
+                        let ready = r.end_ns + self.derived.decode_ns + self.derived.encode_ns;
+                        self.timeline.program(die_dst, ready, t_prog, 1, xfer);
+                        self.flash.bytes_transferred += 2 * page_bytes;
+                        busy += 2 * xfer;
+                    }
+                    self.flash.array_reads += 1;
+                    self.flash.programs += 1;
+                    self.flash.gc_busy_ns += busy;
+                    self.work.reads += 1;
+                    self.work.programs += 1;
+                    self.work.flash_ns += busy;
+                    if let Some(store) = &mut self.store {
+                        store.relocate(src, dst);
+                    }
+                }
+                FlashOp::Erase { block, purpose } => {
+                    let die = self.geo.die_of_plane(self.geo.plane_of_block(block));
+                    self.timeline
+                        .erase(die, ready_ns, self.config.cell.erase_ns);
+                    self.flash.erases += 1;
+                    if purpose == Purpose::Gc {
+                        self.flash.gc_busy_ns += self.config.cell.erase_ns;
+                    }
+                    self.work.erases += 1;
+                    self.work.flash_ns += self.config.cell.erase_ns;
+                    if let Some(store) = &mut self.store {
+                        store.erase(self.geo.first_page(block), self.geo.pages_per_block);
+                    }
+                }
+                FlashOp::Read { ppa, .. } => {
+                    let t_read = self.derived.read_ns[self.geo.page_type(ppa) as usize];
+                    self.timeline
+                        .read(self.geo.die_of(ppa), ready_ns, t_read, 1, xfer);
+                    self.flash.array_reads += 1;
+                    self.flash.bytes_transferred += page_bytes;
+                    self.work.reads += 1;
+                    self.work.flash_ns += t_read + xfer;
+                }
+                FlashOp::Program { ppa, .. } => {
+                    let t_prog = self.derived.program_ns[self.geo.page_type(ppa) as usize];
+                    self.timeline
+                        .program(self.geo.die_of(ppa), ready_ns, t_prog, 1, xfer);
+                    self.flash.programs += 1;
+                    self.flash.bytes_transferred += page_bytes;
+                    self.work.programs += 1;
+                    self.work.flash_ns += t_prog + xfer;
+                }
+            }
+        }
+    }
+
+    /// Read one page from the array for the host (or for read-modify-write), with error
+    /// sampling and read retries. Returns (time the decoded data is ready, uncorrectable).
+    fn host_read_page(&mut self, ppa: u32, ready_ns: u64) -> (u64, bool) {
+        let die = self.geo.die_of(ppa);
+        let t_read = self.derived.read_ns[self.geo.page_type(ppa) as usize];
+        let xfer = self.derived.page_transfer_ns;
+        let r = self.timeline.read(die, ready_ns, t_read, 1, xfer);
+        self.count_host_read(1, t_read + xfer);
+        self.work.first_ppa.get_or_insert(ppa);
+        self.decode(ppa, die, t_read, r.end_ns)
+    }
+
+    fn count_host_read(&mut self, pages: u32, flash_ns: u64) {
+        self.flash.array_reads += pages as u64;
+        self.flash.bytes_transferred += pages as u64 * self.page_size() as u64;
+        self.flash.codewords_decoded += pages as u64 * self.derived.codewords_per_page as u64;
+        self.work.reads += pages;
+        self.work.flash_ns += flash_ns;
+    }
+
+    /// ECC decode of a page whose data left the die at `transferred_ns`; read retries re-sense
+    /// it on `die`.
+    #[inline]
+    fn decode(&mut self, ppa: u32, die: u32, t_read: u64, transferred_ns: u64) -> (u64, bool) {
+        let mut done = transferred_ns + self.derived.decode_ns;
+        if self.config.ecc.rber_base > 0.0 {
+            let erases = self.ftl.erase_count_of(ppa);
+            let outcome = ecc::decode_page(
+                &self.config.ecc,
+                self.derived.codewords_per_page,
+                erases,
+                &mut self.rng,
+            );
+            let xfer = self.derived.page_transfer_ns;
+            for _ in 0..outcome.retries {
+                let r = self.timeline.read(die, done, t_read, 1, xfer);
+                self.count_host_read(1, t_read + xfer);
+                done = r.end_ns + self.derived.decode_ns;
+            }
+            done += outcome.extra_decode_ns;
+            self.flash.read_retries += outcome.retries as u64;
+            self.flash.corrected_codewords += outcome.corrected_codewords as u64;
+            if outcome.uncorrectable {
+                self.flash.uncorrectable_pages += 1;
+            }
+            return (done, outcome.uncorrectable);
+        }
+        (done, false)
+    }
+
+    fn execute_read(
+        &mut self,
+        req: &HostRequest,
+        start: u64,
+        first_lpa: u64,
+        pages: u64,
+        mut out: Option<&mut [u8]>,
+    ) -> Result<(u64, bool), DeviceError> {
+        if out.is_some() && self.store.is_none() {
+            return Err(DeviceError::NoDataStore);
+        }
+        let page = self.page_size() as u64;
+        let mut complete = start;
+        let mut uncorrectable = false;
+        self.txns.clear();
+        self.groups.clear();
+        let mut unmapped_bytes = 0;
+        for i in 0..pages {
+            let lpa = first_lpa + i;
+            self.ops.clear();
+            let mut ops = std::mem::take(&mut self.ops);
+            let ppa = self.ftl.lookup(lpa, &mut ops);
+            if !ops.is_empty() {
+                self.apply_ftl_ops(&ops, start);
+            }
+            self.ops = ops;
+            let (lo, hi) = page_span(req, lpa, page);
+            if let Some(buf) = out.as_deref_mut() {
+                let dst = &mut buf[((lpa * page + lo) - req.offset) as usize
+                    ..((lpa * page + hi) - req.offset) as usize];
+                match (ppa, &self.store) {
+                    (Some(ppa), Some(store)) => match store.get(ppa) {
+                        Some(data) => dst.copy_from_slice(&data[lo as usize..hi as usize]),
+                        None => dst.fill(0),
+                    },
+                    _ => dst.fill(0),
+                }
+            }
+            match ppa {
+                Some(ppa) => self.txns.push(PageTxn {
+                    die: self.geo.die_of(ppa),
+                    page_in_block: self.geo.page_in_block(ppa),
+                    plane: self.geo.plane_of(ppa),
+                    ppa,
+                    ready_ns: start,
+                }),
+                None if self.config.host.unmapped_read == UnmappedRead::Flash => {
+                    // Charge a full read of a page in the stripe position this lpa would have.
+                    let plane = self.geo.stripe_order[(lpa % self.geo.planes as u64) as usize];
+                    let ppa = self.geo.first_page(plane * self.geo.blocks_per_plane);
+                    self.txns.push(PageTxn {
+                        die: self.geo.die_of_plane(plane),
+                        page_in_block: 0,
+                        plane,
+                        ppa,
+                        ready_ns: start,
+                    });
+                }
+                None => unmapped_bytes += hi - lo,
+            }
+        }
+        if unmapped_bytes > 0 {
+            self.groups.push((start, unmapped_bytes));
+        }
+        // Bytes the host asked for from each page, in transaction order (for partial pages).
+        let txns = std::mem::take(&mut self.txns);
+        if txns.len() == 1 {
+            let t = txns[0];
+            let (done, bad) = self.host_read_page(t.ppa, t.ready_ns);
+            uncorrectable |= bad;
+            let bytes = req.length - unmapped_bytes;
+            self.groups.push((done, bytes));
+        } else if !txns.is_empty() {
+            let per_page_bytes = (req.length - unmapped_bytes).div_ceil(txns.len() as u64);
+            uncorrectable |= self.read_grouped(txns.clone(), start, per_page_bytes);
+        }
+        self.txns = txns;
+        // The host link carries each group's bytes as its data becomes ready.
+        self.groups.sort_unstable();
+        for i in 0..self.groups.len() {
+            let (ready, bytes) = self.groups[i];
+            self.link_free_ns = self.link_free_ns.max(ready) + self.link_ns(bytes);
+            complete = complete.max(self.link_free_ns);
+        }
+        Ok((complete, uncorrectable))
+    }
+
+    /// Multi-page read: melded whole-wordline reads where a request wants a whole wordline and
+    /// melding is on, multi-plane reads for pages at one page offset on different planes of one
+    /// die, single reads otherwise.
+    fn read_grouped(&mut self, mut txns: Vec<PageTxn>, start: u64, per_page_bytes: u64) -> bool {
+        let xfer = self.derived.page_transfer_ns;
+        let bits = self.geo.bits_per_cell as usize;
+        let mut uncorrectable = false;
+        let mut rest = Vec::with_capacity(txns.len());
+        if self.config.host.melded_reads && bits > 1 {
+            txns.sort_unstable_by_key(|t| t.ppa);
+            let mut i = 0;
+            while i < txns.len() {
+                let wl = self.geo.wordline(txns[i].ppa);
+                if i + bits <= txns.len()
+                    && self.geo.page_type(txns[i].ppa) == 0
+                    && self.geo.wordline(txns[i + bits - 1].ppa) == wl
+                {
+                    let die = txns[i].die;
+                    let t = self.derived.melded_read_ns;
+                    let r = self.timeline.read(die, start, t, bits as u32, xfer);
+                    self.flash.melded_reads += 1;
+                    self.count_host_read(bits as u32, t + xfer * bits as u64);
+                    self.work.first_ppa.get_or_insert(txns[i].ppa);
+                    let mut done = r.end_ns + self.derived.decode_ns;
+                    for k in 0..bits {
+                        let (d, bad) = self.decode(txns[i + k].ppa, die, t, r.end_ns);
+                        done = done.max(d);
+                        uncorrectable |= bad;
+                    }
+                    self.groups.push((done, per_page_bytes * bits as u64));
+                    i += bits;
+                } else {
+                    rest.push(txns[i]);
+                    i += 1;
+                }
+            }
+        } else {
+            rest = txns;
+        }
+        rest.sort_unstable_by_key(|t| (t.die, t.page_in_block, t.plane, t.ppa));
+        let mut i = 0;
+        while i < rest.len() {
+            let mut j = i + 1;
+            while j < rest.len()
+                && rest[j].die == rest[i].die
+                && rest[j].page_in_block == rest[i].page_in_block
+                && rest[j].plane != rest[j - 1].plane
+            {
+                j += 1;
+            }
+            let n = (j - i) as u32;
+            if n == 1 {
+                let (done, bad) = self.host_read_page(rest[i].ppa, rest[i].ready_ns);
+                uncorrectable |= bad;
+                self.groups.push((done, per_page_bytes));
+            } else {
+                let t_read = rest[i..j]
+                    .iter()
+                    .map(|t| self.derived.read_ns[self.geo.page_type(t.ppa) as usize])
+                    .max()
+                    .unwrap_or(0);
+                let r = self.timeline.read(rest[i].die, start, t_read, n, xfer);
+                self.flash.multi_plane_ops += 1;
+                self.count_host_read(n, t_read + xfer * n as u64);
+                self.work.first_ppa.get_or_insert(rest[i].ppa);
+                let mut done = r.end_ns + self.derived.decode_ns;
+                for t in &rest[i..j] {
+                    let (d, bad) = self.decode(t.ppa, t.die, t_read, r.end_ns);
+                    done = done.max(d);
+                    uncorrectable |= bad;
+                }
+                self.groups.push((done, per_page_bytes * n as u64));
+            }
+            i = j;
+        }
+        uncorrectable
+    }
+
+    fn execute_write(
+        &mut self,
+        req: &HostRequest,
+        start: u64,
+        first_lpa: u64,
+        pages: u64,
+        data: Option<&[u8]>,
+    ) -> Result<u64, DeviceError> {
+        if let Some(d) = data {
+            if d.len() as u64 != req.length {
+                return Err(DeviceError::DataLength {
+                    length: req.length,
+                    given: d.len(),
+                });
+            }
+        }
+        let handle = self.placement.resolve(&req.hint)?;
+        let page = self.page_size() as u64;
+        let encode = self.derived.encode_ns;
+        let buffer_pages = self.config.controller.write_buffer_pages as usize;
+        let mut accepted = start;
+        self.txns.clear();
+        for i in 0..pages {
+            let lpa = first_lpa + i;
+            let (lo, hi) = page_span(req, lpa, page);
+            // Host data crosses the link page by page.
+            let arrive = self.link_free_ns.max(start) + self.link_ns(hi - lo);
+            self.link_free_ns = arrive;
+            let mut ready = arrive + encode;
+            if buffer_pages > 0 {
+                while self
+                    .buffer_ends
+                    .peek()
+                    .is_some_and(|Reverse(end)| *end <= arrive)
+                {
+                    self.buffer_ends.pop();
+                }
+                let mut accept = arrive;
+                if self.buffer_ends.len() >= buffer_pages {
+                    // Full: wait for the oldest buffered page to reach flash.
+                    let Reverse(end) = self.buffer_ends.pop().expect("buffer is full");
+                    accept = accept.max(end);
+                }
+                accepted = accepted.max(accept);
+                ready = ready.max(accept + encode);
+            }
+            self.ops.clear();
+            let mut ops = std::mem::take(&mut self.ops);
+            let outcome = self.ftl.write(lpa, handle, start, &mut ops);
+            if !ops.is_empty() {
+                self.apply_ftl_ops(&ops, start);
+            }
+            self.ops = ops;
+            let outcome = outcome?;
+            let partial = hi - lo < page;
+            if partial {
+                if let Some(old) = outcome.old {
+                    let (done, _) = self.host_read_page(old, start);
+                    self.flash.rmw_reads += 1;
+                    ready = ready.max(done);
+                }
+            }
+            if let Some(store) = &mut self.store {
+                let mut content: Box<[u8]> =
+                    match (partial, outcome.old.and_then(|old| store.get(old))) {
+                        (true, Some(old)) => old.into(),
+                        _ => vec![0u8; page as usize].into_boxed_slice(),
+                    };
+                if let Some(d) = data {
+                    let from = (lpa * page + lo - req.offset) as usize;
+                    content[lo as usize..hi as usize]
+                        .copy_from_slice(&d[from..from + (hi - lo) as usize]);
+                } else {
+                    content[lo as usize..hi as usize].fill(0);
+                }
+                store.put(outcome.new, content);
+            }
+            self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
+            self.txns.push(PageTxn {
+                die: self.geo.die_of(outcome.new),
+                page_in_block: self.geo.page_in_block(outcome.new),
+                plane: self.geo.plane_of(outcome.new),
+                ppa: outcome.new,
+                ready_ns: ready,
+            });
+        }
+        let mut txns = std::mem::take(&mut self.txns);
+        let programmed = self.program_grouped(&mut txns);
+        self.txns = txns;
+        if buffer_pages > 0 {
+            Ok(accepted)
+        } else {
+            Ok(programmed)
+        }
+    }
+
+    /// Program the request's pages, multi-plane where pages share a die and page offset.
+    /// Returns when the last program ends.
+    fn program_grouped(&mut self, txns: &mut [PageTxn]) -> u64 {
+        let xfer = self.derived.page_transfer_ns;
+        let buffered = self.config.controller.write_buffer_pages > 0;
+        if txns.len() > 1 {
+            txns.sort_unstable_by_key(|t| (t.die, t.page_in_block, t.plane, t.ppa));
+        }
+        let mut end = 0;
+        let mut i = 0;
+        while i < txns.len() {
+            let mut j = i + 1;
+            while j < txns.len()
+                && txns[j].die == txns[i].die
+                && txns[j].page_in_block == txns[i].page_in_block
+                && txns[j].plane != txns[j - 1].plane
+            {
+                j += 1;
+            }
+            let n = (j - i) as u32;
+            let group = &txns[i..j];
+            let ready = group.iter().map(|t| t.ready_ns).max().unwrap_or(0);
+            let t_prog = group
+                .iter()
+                .map(|t| self.derived.program_ns[self.geo.page_type(t.ppa) as usize])
+                .max()
+                .unwrap_or(0);
+            let p = self.timeline.program(group[0].die, ready, t_prog, n, xfer);
+            if n > 1 {
+                self.flash.multi_plane_ops += 1;
+            }
+            self.flash.programs += n as u64;
+            self.flash.bytes_transferred += n as u64 * self.page_size() as u64;
+            self.work.programs += n;
+            self.work.flash_ns += t_prog + xfer * n as u64;
+            self.work.first_ppa.get_or_insert(group[0].ppa);
+            end = end.max(p.end_ns);
+            if buffered {
+                for _ in 0..n {
+                    self.buffer_ends.push(Reverse(p.end_ns));
+                }
+                self.buffer_last_end_ns = self.buffer_last_end_ns.max(p.end_ns);
+            }
+            i = j;
+        }
+        end
+    }
+
+    fn execute_trim(&mut self, req: &HostRequest, first_lpa: u64, pages: u64) {
+        let page = self.page_size() as u64;
+        for i in 0..pages {
+            let lpa = first_lpa + i;
+            let (lo, hi) = page_span(req, lpa, page);
+            // Only whole pages can be deallocated; partial ranges keep their data.
+            if hi - lo == page {
+                self.ops.clear();
+                let mut ops = std::mem::take(&mut self.ops);
+                self.ftl.trim(lpa, &mut ops);
+                if !ops.is_empty() {
+                    self.apply_ftl_ops(&ops, self.now_ns);
+                }
+                self.ops = ops;
+            }
+        }
+    }
+
+    /// Fill the device sequentially, then overwrite uniformly at random until write
+    /// amplification is steady (or `max_random_passes` capacities were written), without
+    /// timing; then reset clock and statistics but keep the wear. What experiments ask for
+    /// before measuring GC steady state.
+    pub fn precondition(
+        &mut self,
+        options: PreconditionOptions,
+    ) -> Result<PreconditionReport, DeviceError> {
+        if self.run.is_some() {
+            return Err(DeviceError::Run(
+                "cannot precondition while a run is in progress",
+            ));
+        }
+        let logical = self.derived.logical_pages;
+        let mut ops = Vec::with_capacity(1024);
+        let mut written = 0u64;
+        let write =
+            |dev: &mut Device, lpa: u64, ops: &mut Vec<FlashOp>| -> Result<(), DeviceError> {
+                dev.ftl.write(lpa, 0, 0, ops)?;
+                if let Some(store) = &mut dev.store {
+                    for op in ops.iter() {
+                        match *op {
+                            FlashOp::Move { src, dst } => store.relocate(src, dst),
+                            FlashOp::Erase { block, .. } => {
+                                store.erase(dev.geo.first_page(block), dev.geo.pages_per_block)
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                ops.clear();
+                Ok(())
+            };
+        for lpa in 0..logical {
+            write(self, lpa, &mut ops)?;
+            written += 1;
+        }
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed ^ 0x9E37_79B9_7F4A_7C15);
+        let window = (logical / 4).max(1);
+        let max_writes = (options.max_random_passes * logical as f64) as u64;
+        let mut last_waf: Option<f64> = None;
+        let mut waf = 0.0;
+        let mut steady = false;
+        let mut done = 0;
+        while done < max_writes {
+            let before = self.ftl.counters();
+            for _ in 0..window.min(max_writes - done) {
+                write(self, rng.gen_range(0..logical), &mut ops)?;
+                done += 1;
+                written += 1;
+            }
+            let after = self.ftl.counters();
+            let host = after.host_pages_written - before.host_pages_written;
+            let flash = after.flash_pages_programmed() - before.flash_pages_programmed();
+            waf = flash as f64 / host.max(1) as f64;
+            // Steady once GC runs and two windows agree.
+            if after.gc_invocations > before.gc_invocations {
+                if let Some(prev) = last_waf {
+                    if (waf - prev).abs() <= options.steady_tolerance * prev {
+                        steady = true;
+                        break;
+                    }
+                }
+                last_waf = Some(waf);
+            }
+        }
+        self.reset_measurements();
+        Ok(PreconditionReport {
+            pages_written: written,
+            waf_last_window: waf,
+            steady,
+        })
+    }
+
+    /// Zero the clock, the resources and every statistic, keeping the stored data, the mapping
+    /// and the wear.
+    pub fn reset_measurements(&mut self) {
+        self.ftl.reset_counters();
+        self.flash = FlashCounters::default();
+        self.timeline.reset();
+        self.series.reset();
+        if let Some(log) = &mut self.request_log {
+            log.clear();
+        }
+        self.requests_seen = 0;
+        self.now_ns = 0;
+        self.link_free_ns = 0;
+        self.cpu_free_ns = 0;
+        self.buffer_ends.clear();
+        self.buffer_last_end_ns = 0;
+    }
+
+    /// Energy over the run so far, by component, in joules.
+    pub fn energy_json(&self) -> serde_json::Value {
+        let e = &self.config.energy;
+        let f = &self.flash;
+        let bits = self.geo.bits_per_cell as f64;
+        // A melded read senses every reference voltage of the wordline once: charged as one
+        // read per page it returns.
+        let read = (f.array_reads as f64 - f.melded_reads as f64 * (bits - 1.0)) * e.read_nj * 1e-9;
+        let program = f.programs as f64 * e.program_nj * 1e-9;
+        let erase = f.erases as f64 * e.erase_nj * 1e-9;
+        let transfer = f.bytes_transferred as f64 * e.transfer_pj_per_byte * 1e-12;
+        let ecc = f.codewords_decoded as f64 * e.ecc_decode_nj * 1e-9;
+        let idle = e.idle_w * self.now_ns as f64 * 1e-9;
+        let total = read + program + erase + transfer + ecc + idle;
+        let seconds = self.now_ns as f64 * 1e-9;
+        serde_json::json!({
+            "total": total, "read": read, "program": program, "erase": erase,
+            "transfer": transfer, "ecc": ecc, "idle": idle,
+            "average_power_w": if seconds > 0.0 { total / seconds } else { 0.0 },
+        })
+    }
+
+    /// The cumulative `ssd` object.
+    pub fn ssd_json(&self) -> serde_json::Value {
+        let gc_policy = format!("{:?}", self.config.ftl.gc_policy).to_lowercase();
+        crate::stats::ssd_json(&crate::stats::SsdReportInputs {
+            ftl: self.ftl.counters(),
+            flash: self.flash,
+            handles: self.ftl.handle_counters(),
+            erase_counts: self.ftl.erase_counts(),
+            energy_j: self.energy_json(),
+            sim_time_ns: self.now_ns,
+            seed: self.seed,
+            config_hash: &self.config_hash,
+            ftl_name: self.ftl.name(),
+            gc_policy: &gc_policy,
+        })
+    }
+
+    /// Close the time series' partial interval and return its rows.
+    pub fn time_series_rows(&mut self) -> &[crate::stats::IntervalRow] {
+        let counters = self.series_counters();
+        self.series.flush(counters);
+        &self.series.rows
+    }
+}
+
+/// Byte range [lo, hi) of page `lpa` that request `req` covers, relative to the page start.
+#[inline]
+fn page_span(req: &HostRequest, lpa: u64, page: u64) -> (u64, u64) {
+    let page_start = lpa * page;
+    let lo = req.offset.max(page_start) - page_start;
+    let hi = (req.offset + req.length).min(page_start + page) - page_start;
+    (lo, hi)
+}

@@ -1,0 +1,309 @@
+//! The run loop: the one place that advances simulated time during a workload.
+//!
+//! Closed loop keeps `queue_depth` requests outstanding and issues the next one when one
+//! completes (fio's model). Open loop issues each request at its arrival time (a trace's
+//! timestamps, optionally scaled) unless the host queue is full, in which case it waits for the
+//! earliest completion: submission latency (`slat`) is that wait, completion latency (`clat`)
+//! runs from issue to completion, total latency (`lat`) from arrival to completion. Completions
+//! are ordered by (time, issue sequence), so ties are broken the same way every run. A run is
+//! stepped in bounded chunks so that a front end can show progress and stay responsive.
+
+use super::{Device, DeviceError};
+use crate::request::{HostRequest, Op, RequestSource};
+use crate::stats::{job_json, JobStats};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// How requests are paced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Loop {
+    /// Keep the queue full.
+    Closed,
+    /// Issue at arrival times multiplied by `time_scale` (0.5 replays twice as fast).
+    Open { time_scale: f64 },
+}
+
+/// A workload to run on a device.
+pub struct RunSpec {
+    pub name: String,
+    pub source: Box<dyn RequestSource>,
+    pub queue_depth: u32,
+    pub pacing: Loop,
+    /// Stop issuing after this much simulated time (fio `runtime`).
+    pub runtime_ns: Option<u64>,
+    /// Completions in the first `ramp_ns` are not counted (fio `ramp_time`).
+    pub ramp_ns: Option<u64>,
+}
+
+/// Progress of a run after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub done: bool,
+    pub completed: u64,
+    pub total: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    complete_ns: u64,
+    seq: u64,
+    arrival_ns: u64,
+    issue_ns: u64,
+    op: Op,
+    bytes: u64,
+    failed: bool,
+}
+
+impl PartialEq for InFlight {
+    fn eq(&self, other: &Self) -> bool {
+        (self.complete_ns, self.seq) == (other.complete_ns, other.seq)
+    }
+}
+impl Eq for InFlight {}
+impl PartialOrd for InFlight {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for InFlight {
+    // Reversed: BinaryHeap is a max-heap and we want the earliest completion first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.complete_ns, other.seq).cmp(&(self.complete_ns, self.seq))
+    }
+}
+
+pub(crate) struct RunState {
+    source: Box<dyn RequestSource>,
+    queue_depth: usize,
+    pacing: Loop,
+    stop_issuing_ns: Option<u64>,
+    count_from_ns: u64,
+    in_flight: BinaryHeap<InFlight>,
+    pending: Option<HostRequest>,
+    exhausted: bool,
+    seq: u64,
+    completed: u64,
+    start_ns: u64,
+    first_arrival: Option<u64>,
+    total: Option<u64>,
+    job: JobStats,
+}
+
+impl Device {
+    /// Begin a run; drive it with [`Device::step`] and end it with [`Device::finish_run`].
+    pub fn start_run(&mut self, spec: RunSpec) -> Result<(), DeviceError> {
+        if self.run.is_some() {
+            return Err(DeviceError::Run("a run is already in progress"));
+        }
+        if spec.queue_depth == 0 {
+            return Err(DeviceError::Run("queue depth must be at least 1"));
+        }
+        if let Loop::Open { time_scale } = spec.pacing {
+            if !(time_scale.is_finite() && time_scale > 0.0) {
+                return Err(DeviceError::Run("time scale must be a positive number"));
+            }
+        }
+        let start = self.now_ns;
+        self.run = Some(Box::new(RunState {
+            total: spec.source.len_hint(),
+            source: spec.source,
+            queue_depth: spec.queue_depth as usize,
+            pacing: spec.pacing,
+            stop_issuing_ns: spec.runtime_ns.map(|r| start + r),
+            count_from_ns: start + spec.ramp_ns.unwrap_or(0),
+            in_flight: BinaryHeap::with_capacity(spec.queue_depth as usize + 1),
+            pending: None,
+            exhausted: false,
+            seq: 0,
+            completed: 0,
+            start_ns: start,
+            first_arrival: None,
+            job: JobStats::new(&spec.name),
+        }));
+        Ok(())
+    }
+
+    /// Advance the run by at most `max_completions` completions.
+    pub fn step(&mut self, max_completions: u64) -> Result<Progress, DeviceError> {
+        let mut run = self
+            .run
+            .take()
+            .ok_or(DeviceError::Run("no run in progress"))?;
+        let result = self.step_run(&mut run, max_completions);
+        let progress = Progress {
+            done: run.exhausted && run.in_flight.is_empty() && run.pending.is_none(),
+            completed: run.completed,
+            total: run.total,
+        };
+        self.run = Some(run);
+        result.map(|_| progress)
+    }
+
+    fn next_from_source(&mut self, run: &mut RunState) -> Result<Option<HostRequest>, DeviceError> {
+        if run.exhausted {
+            return Ok(None);
+        }
+        if run.stop_issuing_ns.is_some_and(|stop| self.now_ns >= stop) {
+            run.exhausted = true;
+            return Ok(None);
+        }
+        match run.source.next_request() {
+            None => {
+                run.exhausted = true;
+                Ok(None)
+            }
+            Some(Err(e)) => {
+                run.exhausted = true;
+                Err(DeviceError::Source(e))
+            }
+            Some(Ok(req)) => Ok(Some(req)),
+        }
+    }
+
+    fn issue(
+        &mut self,
+        run: &mut RunState,
+        req: &HostRequest,
+        arrival_ns: u64,
+        issue_ns: u64,
+    ) -> Result<(), DeviceError> {
+        let completion =
+            self.execute(req, issue_ns, None, None)
+                .map_err(|e| DeviceError::InRun {
+                    index: run.seq + 1,
+                    source: Box::new(e),
+                })?;
+        run.job.first_issue_ns.get_or_insert(issue_ns);
+        run.in_flight.push(InFlight {
+            complete_ns: completion.complete_ns,
+            seq: run.seq,
+            arrival_ns,
+            issue_ns,
+            op: req.op,
+            bytes: req.length,
+            failed: completion.uncorrectable,
+        });
+        run.seq += 1;
+        Ok(())
+    }
+
+    fn retire(&mut self, run: &mut RunState) -> bool {
+        let Some(f) = run.in_flight.pop() else {
+            return false;
+        };
+        self.now_ns = self.now_ns.max(f.complete_ns);
+        run.completed += 1;
+        run.job.last_complete_ns = run.job.last_complete_ns.max(f.complete_ns);
+        let counters = self.series_counters();
+        self.series.record(
+            f.complete_ns,
+            f.op == Op::Read,
+            f.bytes,
+            f.complete_ns - f.arrival_ns,
+            counters,
+        );
+        if f.complete_ns < run.count_from_ns {
+            return true;
+        }
+        let stats = match f.op {
+            Op::Read => &mut run.job.read,
+            Op::Write => &mut run.job.write,
+            Op::Trim => &mut run.job.trim,
+            Op::Flush => {
+                run.job.flushes += 1;
+                return true;
+            }
+        };
+        stats.ios += 1;
+        stats.bytes += f.bytes;
+        stats.errors += f.failed as u64;
+        stats.slat.record(f.issue_ns - f.arrival_ns);
+        stats.clat.record(f.complete_ns - f.issue_ns);
+        stats.lat.record(f.complete_ns - f.arrival_ns);
+        true
+    }
+
+    fn step_run(&mut self, run: &mut RunState, max_completions: u64) -> Result<(), DeviceError> {
+        let target = run.completed + max_completions;
+        while run.completed < target {
+            match run.pacing {
+                Loop::Closed => {
+                    while run.in_flight.len() < run.queue_depth {
+                        match self.next_from_source(run)? {
+                            Some(req) => {
+                                let now = self.now_ns;
+                                self.issue(run, &req, now, now)?;
+                            }
+                            None => break,
+                        }
+                    }
+                    if !self.retire(run) {
+                        return Ok(());
+                    }
+                }
+                Loop::Open { time_scale } => {
+                    if run.pending.is_none() {
+                        if let Some(req) = self.next_from_source(run)? {
+                            run.pending = Some(req);
+                        }
+                    }
+                    let Some(req) = run.pending else {
+                        if !self.retire(run) {
+                            return Ok(());
+                        }
+                        continue;
+                    };
+                    let raw = req.arrival_ns.unwrap_or(0);
+                    let first = *run.first_arrival.get_or_insert(raw);
+                    let arrival = run.start_ns
+                        + ((raw.saturating_sub(first)) as f64 * time_scale).round() as u64;
+                    let earliest = run.in_flight.peek().map(|f| f.complete_ns);
+                    let may_issue = run.in_flight.len() < run.queue_depth
+                        && earliest.is_none_or(|c| arrival < c);
+                    if may_issue {
+                        run.pending = None;
+                        let issue = arrival.max(self.now_ns);
+                        self.now_ns = issue;
+                        self.issue(run, &req, arrival, issue)?;
+                    } else {
+                        self.retire(run);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// End the run (stopping early if it is not done: outstanding requests are drained) and
+    /// return its job object in fio's layout.
+    pub fn finish_run(&mut self) -> Result<serde_json::Value, DeviceError> {
+        let mut run = self
+            .run
+            .take()
+            .ok_or(DeviceError::Run("no run in progress"))?;
+        while self.retire(&mut run) {}
+        let before = run.job.clone();
+        let ssd_job = serde_json::json!({ "sim_time_ns": self.now_ns - run.start_ns });
+        Ok(job_json(&before, ssd_job))
+    }
+
+    /// Run a workload to the end and return its job object.
+    pub fn run_to_end(&mut self, spec: RunSpec) -> Result<serde_json::Value, DeviceError> {
+        self.start_run(spec)?;
+        loop {
+            match self.step(1 << 20) {
+                Ok(p) if p.done => break,
+                Ok(_) => {}
+                Err(e) => {
+                    self.run = None;
+                    return Err(e);
+                }
+            }
+        }
+        self.finish_run()
+    }
+
+    pub fn run_in_progress(&self) -> bool {
+        self.run.is_some()
+    }
+}

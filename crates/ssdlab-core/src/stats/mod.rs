@@ -1,0 +1,353 @@
+//! Statistics: per-job latency and throughput in fio's JSON layout, device counters, the
+//! per-interval time series and the optional per-request log.
+//!
+//! Latency means and standard deviations are computed from exact integer sums; percentiles come
+//! from an HDR histogram with three significant digits (fio's own percentiles are bucketed too).
+
+mod report;
+
+pub use report::{job_json, ssd_json, SsdReportInputs};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// fio's default percentile list (`"%f"` keys in its JSON).
+pub const FIO_PERCENTILES: [f64; 17] = [
+    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
+    99.99,
+];
+
+/// Min, max, mean and standard deviation of a latency, optionally with a histogram.
+#[derive(Debug, Clone)]
+pub struct LatencyStats {
+    pub n: u64,
+    pub min: u64,
+    pub max: u64,
+    sum: u128,
+    sum_squares: u128,
+    histogram: Option<Histogram<u64>>,
+}
+
+impl LatencyStats {
+    pub fn new(with_histogram: bool) -> Self {
+        LatencyStats {
+            n: 0,
+            min: u64::MAX,
+            max: 0,
+            sum: 0,
+            sum_squares: 0,
+            // 1 ns .. ~3 hours at 3 significant digits.
+            histogram: with_histogram.then(|| {
+                Histogram::new_with_bounds(1, 10_000_000_000_000, 3).expect("valid bounds")
+            }),
+        }
+    }
+
+    #[inline]
+    pub fn record(&mut self, value: u64) {
+        self.n += 1;
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+        self.sum += value as u128;
+        self.sum_squares += value as u128 * value as u128;
+        if let Some(h) = &mut self.histogram {
+            h.saturating_record(value.max(1));
+        }
+    }
+
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.n as f64
+        }
+    }
+
+    /// Sample standard deviation, as fio reports it.
+    pub fn stddev(&self) -> f64 {
+        if self.n < 2 {
+            return 0.0;
+        }
+        let n = self.n as f64;
+        let mean = self.sum as f64 / n;
+        let var = (self.sum_squares as f64 - n * mean * mean) / (n - 1.0);
+        var.max(0.0).sqrt()
+    }
+
+    pub fn percentile(&self, p: f64) -> u64 {
+        match &self.histogram {
+            Some(h) if self.n > 0 => h.value_at_quantile(p / 100.0).min(self.max).max(self.min),
+            _ => 0,
+        }
+    }
+
+    pub fn has_histogram(&self) -> bool {
+        self.histogram.is_some()
+    }
+}
+
+/// One direction (read, write or trim) of a job.
+#[derive(Debug, Clone)]
+pub struct OpStats {
+    pub ios: u64,
+    pub bytes: u64,
+    /// Submission latency: waiting for a free queue slot.
+    pub slat: LatencyStats,
+    /// Completion latency: from issue to completion.
+    pub clat: LatencyStats,
+    /// Total latency: arrival to completion.
+    pub lat: LatencyStats,
+    pub errors: u64,
+}
+
+impl OpStats {
+    pub fn new() -> Self {
+        OpStats {
+            ios: 0,
+            bytes: 0,
+            slat: LatencyStats::new(false),
+            clat: LatencyStats::new(true),
+            lat: LatencyStats::new(false),
+            errors: 0,
+        }
+    }
+}
+
+impl Default for OpStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What one job measured.
+#[derive(Debug, Clone)]
+pub struct JobStats {
+    pub name: String,
+    pub read: OpStats,
+    pub write: OpStats,
+    pub trim: OpStats,
+    pub first_issue_ns: Option<u64>,
+    pub last_complete_ns: u64,
+    pub flushes: u64,
+}
+
+impl JobStats {
+    pub fn new(name: &str) -> Self {
+        JobStats {
+            name: name.to_string(),
+            read: OpStats::new(),
+            write: OpStats::new(),
+            trim: OpStats::new(),
+            first_issue_ns: None,
+            last_complete_ns: 0,
+            flushes: 0,
+        }
+    }
+
+    pub fn runtime_ns(&self) -> u64 {
+        self.first_issue_ns
+            .map_or(0, |start| self.last_complete_ns.saturating_sub(start))
+    }
+}
+
+/// Flash-level counters of the device (the FTL's own counters live in the FTL).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FlashCounters {
+    pub array_reads: u64,
+    pub melded_reads: u64,
+    pub programs: u64,
+    pub erases: u64,
+    pub bytes_transferred: u64,
+    pub codewords_decoded: u64,
+    pub codewords_encoded: u64,
+    pub corrected_codewords: u64,
+    pub uncorrectable_pages: u64,
+    pub read_retries: u64,
+    pub multi_plane_ops: u64,
+    pub rmw_reads: u64,
+    pub gc_busy_ns: u64,
+    pub deadline_misses: u64,
+}
+
+/// One interval of the time series.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IntervalRow {
+    pub start_ns: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub read_lat_mean_ns: f64,
+    pub write_lat_mean_ns: f64,
+    pub host_pages_written: u64,
+    pub flash_pages_programmed: u64,
+    pub gc_pages_moved: u64,
+    pub erases: u64,
+    #[serde(skip)]
+    read_lat_sum: u128,
+    #[serde(skip)]
+    write_lat_sum: u128,
+}
+
+/// Per-interval rows, filled as completions advance the clock.
+#[derive(Debug, Clone, Default)]
+pub struct TimeSeries {
+    interval_ns: u64,
+    pub rows: Vec<IntervalRow>,
+    current: IntervalRow,
+    /// FTL counters (host pages, flash pages, gc moves, erases) at the current row's start.
+    baseline: [u64; 4],
+}
+
+impl TimeSeries {
+    pub fn new(interval_ns: u64) -> Self {
+        TimeSeries {
+            interval_ns,
+            ..Default::default()
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.interval_ns > 0
+    }
+
+    /// Account a completion at `time_ns`; `counters` is (host pages, flash pages, gc moves,
+    /// erases) now, so that device work lands in the interval in which it happened.
+    #[inline]
+    pub fn record(
+        &mut self,
+        time_ns: u64,
+        is_read: bool,
+        bytes: u64,
+        latency_ns: u64,
+        counters: [u64; 4],
+    ) {
+        if self.interval_ns == 0 {
+            return;
+        }
+        while time_ns >= self.current.start_ns + self.interval_ns {
+            self.roll(counters);
+        }
+        if is_read {
+            self.current.reads += 1;
+            self.current.read_bytes += bytes;
+            self.current.read_lat_sum += latency_ns as u128;
+        } else {
+            self.current.writes += 1;
+            self.current.write_bytes += bytes;
+            self.current.write_lat_sum += latency_ns as u128;
+        }
+    }
+
+    fn roll(&mut self, counters: [u64; 4]) {
+        let mut row = std::mem::take(&mut self.current);
+        row.host_pages_written = counters[0] - self.baseline[0];
+        row.flash_pages_programmed = counters[1] - self.baseline[1];
+        row.gc_pages_moved = counters[2] - self.baseline[2];
+        row.erases = counters[3] - self.baseline[3];
+        if row.reads > 0 {
+            row.read_lat_mean_ns = row.read_lat_sum as f64 / row.reads as f64;
+        }
+        if row.writes > 0 {
+            row.write_lat_mean_ns = row.write_lat_sum as f64 / row.writes as f64;
+        }
+        self.current.start_ns = row.start_ns + self.interval_ns;
+        self.baseline = counters;
+        self.rows.push(row);
+    }
+
+    /// Close the partial interval so that the rows cover everything recorded.
+    pub fn flush(&mut self, counters: [u64; 4]) {
+        if self.interval_ns > 0
+            && (self.current.reads + self.current.writes > 0 || counters != self.baseline)
+        {
+            self.roll(counters);
+        }
+    }
+
+    pub fn reset(&mut self) {
+        *self = TimeSeries::new(self.interval_ns);
+    }
+}
+
+/// One row of the per-request log (the NoFTL emulator's statistics log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RequestLogRow {
+    pub request: u64,
+    pub op: &'static str,
+    pub logical_sector: u64,
+    pub size_bytes: u64,
+    pub duration_ns: u64,
+    pub flash_reads: u32,
+    pub flash_writes: u32,
+    pub oob_reads: u32,
+    pub oob_writes: u32,
+    pub erases: u32,
+    /// First physical sector touched (512 B units), or -1 when no flash page was touched.
+    pub physical_sector: i64,
+    /// Array and bus time spent on this request's flash commands.
+    pub flash_duration_ns: u64,
+}
+
+impl RequestLogRow {
+    pub const CSV_HEADER: &'static str = "request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns";
+
+    pub fn csv_line(&self) -> String {
+        format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            self.request,
+            self.op,
+            self.logical_sector,
+            self.size_bytes,
+            self.duration_ns,
+            self.flash_reads,
+            self.flash_writes,
+            self.oob_reads,
+            self.oob_writes,
+            self.erases,
+            self.physical_sector,
+            self.flash_duration_ns
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_moments_are_exact() {
+        let mut s = LatencyStats::new(true);
+        for v in [10, 20, 30, 40] {
+            s.record(v);
+        }
+        assert_eq!((s.min, s.max, s.n), (10, 40, 4));
+        assert_eq!(s.mean(), 25.0);
+        assert!((s.stddev() - 12.909944).abs() < 1e-5);
+        assert_eq!(s.percentile(50.0), 20);
+        assert_eq!(s.percentile(99.99), 40);
+    }
+
+    #[test]
+    fn time_series_rows_cover_intervals() {
+        let mut ts = TimeSeries::new(100);
+        ts.record(5, true, 4096, 10, [0, 0, 0, 0]);
+        ts.record(150, false, 4096, 30, [1, 1, 0, 0]);
+        ts.record(370, false, 4096, 50, [3, 5, 2, 1]);
+        ts.flush([3, 5, 2, 1]);
+        assert_eq!(ts.rows.len(), 4);
+        assert_eq!(ts.rows[0].reads, 1);
+        assert_eq!(ts.rows[1].writes, 1);
+        assert_eq!(ts.rows[0].host_pages_written, 1);
+        assert_eq!(ts.rows[1].host_pages_written, 2);
+        assert_eq!(ts.rows[2].writes, 0);
+        assert_eq!(ts.rows[3].start_ns, 300);
+        assert_eq!(
+            ts.rows
+                .iter()
+                .map(|r| r.flash_pages_programmed)
+                .sum::<u64>(),
+            5
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! JSON reports: a job in fio 3.33's layout (`jobs[].read|write|trim`) and the `ssd` object.
+//!
+//! fio derives `bw_bytes = 1000·io_bytes/runtime_ms` and `iops = 1000·total_ios/runtime_ms` from
+//! an integer millisecond runtime; simulated runs are often shorter than a millisecond, so we
+//! compute both from the nanosecond runtime (also reported as `runtime_ns`) and round `runtime`
+//! to whole milliseconds for compatibility.
+
+use super::{JobStats, LatencyStats, OpStats, FIO_PERCENTILES};
+use crate::ftl::FtlCounters;
+use crate::placement::HandleCounters;
+use crate::stats::FlashCounters;
+use serde_json::{json, Map, Value};
+
+fn latency_json(s: &LatencyStats) -> Value {
+    let mut obj = Map::new();
+    obj.insert("min".into(), json!(if s.n == 0 { 0 } else { s.min }));
+    obj.insert("max".into(), json!(s.max));
+    obj.insert("mean".into(), json!(s.mean()));
+    obj.insert("stddev".into(), json!(s.stddev()));
+    obj.insert("N".into(), json!(s.n));
+    if s.has_histogram() && s.n > 0 {
+        let mut pct = Map::new();
+        for p in FIO_PERCENTILES {
+            pct.insert(format!("{p:.6}"), json!(s.percentile(p)));
+        }
+        obj.insert("percentile".into(), Value::Object(pct));
+    }
+    Value::Object(obj)
+}
+
+fn direction_json(s: &OpStats, runtime_ns: u64) -> Value {
+    let seconds = runtime_ns as f64 / 1e9;
+    let (bw_bytes, iops) = if runtime_ns == 0 {
+        (0.0, 0.0)
+    } else {
+        (s.bytes as f64 / seconds, s.ios as f64 / seconds)
+    };
+    json!({
+        "io_bytes": s.bytes,
+        "io_kbytes": s.bytes / 1024,
+        "bw_bytes": bw_bytes.round() as u64,
+        "bw": (bw_bytes / 1024.0).round() as u64,
+        "iops": iops,
+        "runtime": (runtime_ns as f64 / 1e6).round() as u64,
+        "runtime_ns": runtime_ns,
+        "total_ios": s.ios,
+        "short_ios": 0,
+        "drop_ios": 0,
+        "error_ios": s.errors,
+        "slat_ns": latency_json(&s.slat),
+        "clat_ns": latency_json(&s.clat),
+        "lat_ns": latency_json(&s.lat),
+    })
+}
+
+/// One job in fio's layout; `ssd_job` holds the device counters accumulated during the job.
+pub fn job_json(job: &JobStats, ssd_job: Value) -> Value {
+    let runtime = job.runtime_ns();
+    json!({
+        "jobname": job.name,
+        "groupid": 0,
+        "error": 0,
+        "job_runtime": (runtime as f64 / 1e6).round() as u64,
+        "read": direction_json(&job.read, runtime),
+        "write": direction_json(&job.write, runtime),
+        "trim": direction_json(&job.trim, runtime),
+        "ssd_job": ssd_job,
+    })
+}
+
+/// Everything the `ssd` object is made of.
+pub struct SsdReportInputs<'a> {
+    pub ftl: FtlCounters,
+    pub flash: FlashCounters,
+    pub handles: &'a [HandleCounters],
+    pub erase_counts: &'a [u32],
+    pub energy_j: Value,
+    pub sim_time_ns: u64,
+    pub seed: u64,
+    pub config_hash: &'a str,
+    pub ftl_name: &'a str,
+    pub gc_policy: &'a str,
+}
+
+fn erase_json(counts: &[u32]) -> Value {
+    let n = counts.len().max(1) as f64;
+    let min = counts.iter().copied().min().unwrap_or(0);
+    let max = counts.iter().copied().max().unwrap_or(0);
+    let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / n;
+    let var = counts
+        .iter()
+        .map(|&c| (c as f64 - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    // Histogram in up to 16 equal-width bins from min to max.
+    let bins = ((max - min) as usize + 1).min(16);
+    let width = ((max - min) as usize + 1).div_ceil(bins);
+    let mut histogram = vec![0u64; bins];
+    for &c in counts {
+        histogram[((c - min) as usize / width).min(bins - 1)] += 1;
+    }
+    json!({
+        "min": min, "mean": mean, "max": max, "stddev": var.sqrt(),
+        "histogram": {"first": min, "bin_width": width, "counts": histogram},
+    })
+}
+
+pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
+    let host = r.ftl.host_pages_written;
+    let flash = r.ftl.flash_pages_programmed();
+    let waf = if host == 0 {
+        0.0
+    } else {
+        flash as f64 / host as f64
+    };
+    let mut totals = HandleCounters::default();
+    let handles: Vec<Value> = r
+        .handles
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            totals.host_bytes_written += h.host_bytes_written;
+            totals.media_bytes_written += h.media_bytes_written;
+            totals.media_bytes_erased += h.media_bytes_erased;
+            json!({
+                "handle": i,
+                "host_bytes_written": h.host_bytes_written,
+                "media_bytes_written": h.media_bytes_written,
+                "media_bytes_erased": h.media_bytes_erased,
+            })
+        })
+        .collect();
+    json!({
+        "waf": waf,
+        "host_pages_written": host,
+        "flash_pages_programmed": flash,
+        "gc": {
+            "invocations": r.ftl.gc_invocations,
+            "background_invocations": r.ftl.gc_background_invocations,
+            "pages_moved": r.ftl.gc_pages_moved,
+            "time_ns": r.flash.gc_busy_ns,
+            "policy": r.gc_policy,
+        },
+        "erases": erase_json(r.erase_counts),
+        "energy_j": r.energy_j,
+        "ecc": {
+            "codewords_decoded": r.flash.codewords_decoded,
+            "codewords_encoded": r.flash.codewords_encoded,
+            "corrected_codewords": r.flash.corrected_codewords,
+            "uncorrectable_pages": r.flash.uncorrectable_pages,
+            "read_retries": r.flash.read_retries,
+        },
+        "placement": {"handles": handles, "total": {
+            "host_bytes_written": totals.host_bytes_written,
+            "media_bytes_written": totals.media_bytes_written,
+            "media_bytes_erased": totals.media_bytes_erased,
+        }},
+        "flash": r.flash,
+        "trimmed_pages": r.ftl.trimmed_pages,
+        "ftl": r.ftl_name,
+        "sim_time_ns": r.sim_time_ns,
+        "seed": r.seed,
+        "config_hash": r.config_hash,
+    })
+}
