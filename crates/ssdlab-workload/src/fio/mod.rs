@@ -1,0 +1,1007 @@
+//! A fio job-file subset: parse real fio job files into typed [`JobSpec`]s.
+//!
+//! The file is INI as fio reads it: `[section]` headers, `key=value` lines (whitespace around
+//! `=` allowed), bare boolean keys (`norandommap`, `time_based`), comments starting with `;`
+//! or `#`. A `[global]` section applies to the job sections that follow it; a later `[global]`
+//! updates the options for the jobs after it, as in fio. Options in a job section override the
+//! global ones; when an option is set twice the later line wins.
+//!
+//! **Jobs run one after another.** fio runs the jobs of a file in parallel unless `stonewall`
+//! separates them; the simulator replays one request stream at a time, so the jobs of a file
+//! run in sequence and `stonewall` is implicit (and accepted).
+//!
+//! **Supported keys** (see [`SUPPORTED_OPTIONS`]): `rw`/`readwrite`, `bs`/`blocksize`,
+//! `bssplit`, `blocksize_range`/`bsrange`, `size`, `offset`, `io_size`/`io_limit`,
+//! `number_ios`, `iodepth`, `numjobs` (1 only), `rwmixread`/`rwmixwrite`,
+//! `random_distribution`, `norandommap`, `randseed`, `runtime`, `time_based`, `ramp_time`,
+//! `write_hint`, `name`. Options that only matter to a real device or to fio's reporting are
+//! accepted and ignored ([`IGNORED_OPTIONS`]); any other option is an error naming it, so that
+//! a job file never silently means something else here than under fio.
+//!
+//! **Units** follow fio with its default `kb_base=1024`: sizes take `k`, `m`, `g`, `t`, `p`
+//! suffixes in any case, optionally followed by `b` or `ib` (`4k` = `4K` = `4KiB` = `4kb` =
+//! 4096); a plain number is bytes. `size` and `offset` also take a percentage of the device
+//! (`size=50%`). Times (`runtime`, `ramp_time`) are seconds unless suffixed by `us`, `ms`, `s`,
+//! `m`, `h` or `d`.
+//!
+//! **Simulated time.** `runtime`, `time_based` and `ramp_time` are exposed on the spec in
+//! nanoseconds of simulated time: the source of a `time_based` job never ends and the core is
+//! expected to stop it at `runtime_ns` (and to exclude the first `ramp_time_ns` from its
+//! statistics). Without `time_based`, `runtime` is only an upper bound the core may enforce.
+
+pub mod generator;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use ssdlab_core::request::WriteLife;
+
+use crate::distribution::DistributionSpec;
+use crate::error::WorkloadError;
+
+pub use generator::FioSource;
+
+/// Options with a meaning here.
+pub const SUPPORTED_OPTIONS: &[&str] = &[
+    "rw",
+    "readwrite",
+    "bs",
+    "blocksize",
+    "bssplit",
+    "blocksize_range",
+    "bsrange",
+    "size",
+    "offset",
+    "io_size",
+    "io_limit",
+    "number_ios",
+    "iodepth",
+    "numjobs",
+    "rwmixread",
+    "rwmixwrite",
+    "random_distribution",
+    "norandommap",
+    "randseed",
+    "runtime",
+    "time_based",
+    "ramp_time",
+    "write_hint",
+    "name",
+];
+
+/// fio options accepted and ignored because they do not change the request stream a simulated
+/// device sees: the I/O engine and page-cache options (`direct`, `buffered`, `invalidate`)
+/// concern the host's path to a real device, `filename` names that device (we have one),
+/// `thread`, `group_reporting`, `new_group`, `description` only change fio's process model or
+/// report, and `stonewall`/`wait_for_previous`/`exitall` order jobs, which already run in
+/// sequence here. The `verify` family is deliberately absent: it would add reads we do not
+/// generate, so it is rejected.
+pub const IGNORED_OPTIONS: &[&str] = &[
+    "ioengine",
+    "direct",
+    "filename",
+    "group_reporting",
+    "thread",
+    "buffered",
+    "invalidate",
+    "exitall",
+    "stonewall",
+    "wait_for_previous",
+    "new_group",
+    "description",
+];
+
+/// A parsed job file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobFile {
+    pub path: String,
+    /// The job sections in file order; they run one after another.
+    pub jobs: Vec<JobSpec>,
+}
+
+/// fio's `rw` modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RwMode {
+    Read,
+    Write,
+    Trim,
+    RandRead,
+    RandWrite,
+    RandTrim,
+    /// `rw` / `readwrite`: sequential mixed reads and writes.
+    ReadWrite,
+    /// `randrw`: random mixed reads and writes.
+    RandRw,
+}
+
+impl RwMode {
+    /// Offsets are drawn at random rather than walked.
+    pub fn is_random(self) -> bool {
+        matches!(
+            self,
+            RwMode::RandRead | RwMode::RandWrite | RwMode::RandTrim | RwMode::RandRw
+        )
+    }
+
+    /// Reads and writes are mixed according to `rwmixread`.
+    pub fn is_mixed(self) -> bool {
+        matches!(self, RwMode::ReadWrite | RwMode::RandRw)
+    }
+
+    fn parse(value: &str) -> Result<RwMode, String> {
+        if let Some((mode, suffix)) = value.split_once(':') {
+            return Err(format!(
+                "the ':{suffix}' suffix of '{mode}' (fio's sequential skip/random repeat count) \
+                 is not supported by ssdlab; use '{mode}' alone"
+            ));
+        }
+        Ok(match value {
+            "read" => RwMode::Read,
+            "write" => RwMode::Write,
+            "trim" => RwMode::Trim,
+            "randread" => RwMode::RandRead,
+            "randwrite" => RwMode::RandWrite,
+            "randtrim" => RwMode::RandTrim,
+            "rw" | "readwrite" => RwMode::ReadWrite,
+            "randrw" => RwMode::RandRw,
+            other => {
+                return Err(format!(
+                    "'{other}' not supported by ssdlab (supported: read, write, trim, randread, \
+                     randwrite, randtrim, rw, readwrite, randrw)"
+                ))
+            }
+        })
+    }
+}
+
+/// How one data direction picks its block sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BlockSize {
+    /// `bs=4k`.
+    Fixed(u64),
+    /// `bssplit=4k/50:64k/50`: (size, percent) pairs whose percentages sum to 100.
+    Split(Vec<(u64, u32)>),
+    /// `bsrange=4k-64k`: a uniformly chosen multiple of `min` in `[min, max]`.
+    Range { min: u64, max: u64 },
+}
+
+impl BlockSize {
+    /// The smallest size this direction can issue.
+    pub fn min(&self) -> u64 {
+        match self {
+            BlockSize::Fixed(b) => *b,
+            BlockSize::Split(v) => v.iter().map(|&(b, _)| b).min().unwrap_or(0),
+            BlockSize::Range { min, .. } => *min,
+        }
+    }
+
+    /// The largest size this direction can issue.
+    pub fn max(&self) -> u64 {
+        match self {
+            BlockSize::Fixed(b) => *b,
+            BlockSize::Split(v) => v.iter().map(|&(b, _)| b).max().unwrap_or(0),
+            BlockSize::Range { max, .. } => *max,
+        }
+    }
+}
+
+/// A byte quantity that may be relative to the device (`size=50%`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Extent {
+    Bytes(u64),
+    /// Percent of the device's logical bytes, 0–100.
+    Percent(f64),
+}
+
+impl Extent {
+    /// Bytes on a device of `device_bytes`.
+    pub fn resolve(self, device_bytes: u64) -> u64 {
+        match self {
+            Extent::Bytes(b) => b,
+            Extent::Percent(p) => ((device_bytes as f64) * p / 100.0) as u64,
+        }
+    }
+}
+
+/// One `[job]` section with its inherited `[global]` options, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    /// The section name, or the `name=` option when set.
+    pub name: String,
+    /// Position of the job in its file (0-based); mixed into the seed so that jobs differ.
+    pub index: usize,
+    /// The job file's path, for error messages.
+    pub path: String,
+    /// Queue depth the core should keep outstanding (fio default 1).
+    pub iodepth: u32,
+    /// `runtime` in simulated ns.
+    pub runtime_ns: Option<u64>,
+    /// `time_based`: keep issuing until `runtime_ns`; the source is unbounded.
+    pub time_based: bool,
+    /// `ramp_time` in simulated ns: the core should not count this initial period.
+    pub ramp_time_ns: Option<u64>,
+    /// `rw` (default `read`, as fio).
+    pub rw: RwMode,
+    /// Block sizes for reads, writes and trims, in that order (default 4 KiB each).
+    pub block_size: [BlockSize; 3],
+    /// `size`: the region the job works on; `None` = the device from `offset` to its end.
+    pub size: Option<Extent>,
+    /// `offset`: start of the region (default 0).
+    pub offset: Extent,
+    /// `io_size`: bytes to transfer (default: `size`, one pass).
+    pub io_size: Option<u64>,
+    /// `number_ios`: requests to issue; with `io_size` too, the first limit reached wins.
+    pub number_ios: Option<u64>,
+    /// `rwmixread`: percent of reads in mixed modes (default 50).
+    pub rwmixread: u8,
+    /// `random_distribution` (default `random`).
+    pub random_distribution: DistributionSpec,
+    /// `norandommap`: random picks may repeat within a pass.
+    pub norandommap: bool,
+    /// `randseed`: overrides the run's seed for this job.
+    pub randseed: Option<u64>,
+    /// `write_hint`: the Linux write-life hint put on every write.
+    pub write_hint: Option<WriteLife>,
+    /// Line where each option was last set (for errors raised after parsing).
+    pub option_lines: BTreeMap<String, usize>,
+}
+
+impl JobSpec {
+    /// A job with fio's defaults, before any option is applied.
+    fn with_defaults(name: &str, index: usize, path: &str) -> JobSpec {
+        JobSpec {
+            name: name.to_string(),
+            index,
+            path: path.to_string(),
+            iodepth: 1,
+            runtime_ns: None,
+            time_based: false,
+            ramp_time_ns: None,
+            rw: RwMode::Read,
+            block_size: [
+                BlockSize::Fixed(4096),
+                BlockSize::Fixed(4096),
+                BlockSize::Fixed(4096),
+            ],
+            size: None,
+            offset: Extent::Bytes(0),
+            io_size: None,
+            number_ios: None,
+            rwmixread: 50,
+            random_distribution: DistributionSpec::Random,
+            norandommap: false,
+            randseed: None,
+            write_hint: None,
+            option_lines: BTreeMap::new(),
+        }
+    }
+
+    /// A generator of this job's requests against a device exporting `device_bytes` logical
+    /// bytes; `seed` is the run's seed, used unless the job sets randseed. Error if the job's
+    /// range falls outside the device (offset+size > device_bytes) naming the key.
+    pub fn source(
+        &self,
+        device_bytes: u64,
+        seed: u64,
+    ) -> Result<Box<dyn ssdlab_core::RequestSource>, WorkloadError> {
+        Ok(Box::new(FioSource::new(self, device_bytes, seed)?))
+    }
+
+    /// Number of requests the job will issue when known (io_size/number_ios/size bounded; None
+    /// when time_based).
+    pub fn request_count(&self, device_bytes: u64) -> Option<u64> {
+        generator::Layout::resolve(self, device_bytes)
+            .ok()?
+            .request_count()
+    }
+
+    /// The line where `key` was set, 0 if it was not.
+    pub(crate) fn line_of(&self, key: &str) -> usize {
+        self.option_lines.get(key).copied().unwrap_or(0)
+    }
+
+    /// Build the error of option `key` with this job's file and line.
+    pub(crate) fn option_error(&self, key: &str, message: String) -> WorkloadError {
+        WorkloadError::JobOption {
+            path: self.path.clone(),
+            line: self.line_of(key),
+            key: key.to_string(),
+            message: format!("job '{}': {message}", self.name),
+        }
+    }
+}
+
+/// One `key[=value]` line as read.
+#[derive(Debug, Clone)]
+struct RawOption {
+    key: String,
+    value: Option<String>,
+    line: usize,
+}
+
+/// Parse a job file held in memory; `path` names it in errors.
+pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, WorkloadError> {
+    let parse_err = |line: usize, message: String| WorkloadError::Parse {
+        path: path.to_string(),
+        line,
+        message,
+    };
+    let mut global: Vec<RawOption> = Vec::new();
+    // (section name, line of its header, its options); `None` while in [global].
+    let mut sections: Vec<(String, usize, Vec<RawOption>)> = Vec::new();
+    let mut jobs = Vec::new();
+    let mut in_global = false;
+    let mut any_section = false;
+
+    let finish = |jobs: &mut Vec<JobSpec>, name: &str, opts: &[RawOption]| {
+        let index = jobs.len();
+        let job = build_job(name, index, path, opts)?;
+        jobs.push(job);
+        Ok::<(), WorkloadError>(())
+    };
+
+    for (i, raw_line) in text.lines().enumerate() {
+        let line_no = i + 1;
+        let line = raw_line.trim();
+        if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let Some(name) = rest.strip_suffix(']') else {
+                return Err(parse_err(
+                    line_no,
+                    format!("expected a section header '[name]', found '{line}'"),
+                ));
+            };
+            let name = name.trim();
+            if name.is_empty() {
+                return Err(parse_err(line_no, "empty section name '[]'".to_string()));
+            }
+            // Close the previous job section with the global options as they stood when it
+            // started (a later [global] must not leak backwards).
+            if let Some((prev, _, opts)) = sections.pop() {
+                finish(&mut jobs, &prev, &opts)?;
+            }
+            any_section = true;
+            if name == "global" {
+                in_global = true;
+            } else {
+                in_global = false;
+                sections.push((name.to_string(), line_no, global.clone()));
+            }
+            continue;
+        }
+        if !any_section {
+            return Err(parse_err(
+                line_no,
+                format!("option '{line}' appears before any '[section]' header"),
+            ));
+        }
+        // Inline comments after a value are fio-legal only with ';' or '#' preceded by space.
+        let line = strip_inline_comment(line);
+        let (key, value) = match line.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim().to_string())),
+            None => (line, None),
+        };
+        if key.is_empty() || key.contains(char::is_whitespace) {
+            return Err(parse_err(
+                line_no,
+                format!("expected 'key=value' or a bare option, found '{line}'"),
+            ));
+        }
+        let opt = RawOption {
+            key: key.to_ascii_lowercase(),
+            value,
+            line: line_no,
+        };
+        // Check the option against the known lists early, so that a mistake in [global]
+        // points at its line even if no job follows.
+        check_known(&opt, path)?;
+        if in_global {
+            global.push(opt);
+        } else if let Some((_, _, opts)) = sections.last_mut() {
+            opts.push(opt);
+        }
+    }
+    if let Some((prev, _, opts)) = sections.pop() {
+        finish(&mut jobs, &prev, &opts)?;
+    }
+    if jobs.is_empty() {
+        return Err(parse_err(
+            text.lines().count().max(1),
+            "expected at least one job section ('[name]' other than '[global]')".to_string(),
+        ));
+    }
+    Ok(JobFile {
+        path: path.to_string(),
+        jobs,
+    })
+}
+
+/// Read and parse a job file from disk.
+pub fn read_job_file(path: &Path) -> Result<JobFile, WorkloadError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Io {
+        path: name.clone(),
+        source,
+    })?;
+    parse_job_file(&text, &name)
+}
+
+fn strip_inline_comment(line: &str) -> &str {
+    for pat in [" ;", " #", "\t;", "\t#"] {
+        if let Some(pos) = line.find(pat) {
+            return line[..pos].trim_end();
+        }
+    }
+    line
+}
+
+fn check_known(opt: &RawOption, path: &str) -> Result<(), WorkloadError> {
+    let key = opt.key.as_str();
+    if SUPPORTED_OPTIONS.contains(&key) || IGNORED_OPTIONS.contains(&key) {
+        return Ok(());
+    }
+    let message = if key == "verify" || key == "do_verify" || key.starts_with("verify_") {
+        "data verification is not simulated (the simulator stores no data); remove it".to_string()
+    } else if key == "thinktime" || key.starts_with("thinktime_") {
+        "think time is not supported by ssdlab; the core's queue depth sets the pacing".to_string()
+    } else if key == "include" || key.starts_with("include ") {
+        "include files are not supported by ssdlab; inline the options".to_string()
+    } else {
+        format!(
+            "unknown or unsupported fio option (supported: {}; accepted and ignored: {})",
+            SUPPORTED_OPTIONS.join(", "),
+            IGNORED_OPTIONS.join(", ")
+        )
+    };
+    Err(WorkloadError::JobOption {
+        path: path.to_string(),
+        line: opt.line,
+        key: opt.key.clone(),
+        message,
+    })
+}
+
+/// Pending block-size options, resolved after all lines are read: `bssplit` wins over
+/// `bsrange`, which wins over `bs`, whatever their order (as in fio, where the more specific
+/// option takes precedence).
+#[derive(Default)]
+struct BlockSizeOptions {
+    bs: Option<[BlockSize; 3]>,
+    split: Option<[BlockSize; 3]>,
+    range: Option<[BlockSize; 3]>,
+}
+
+fn build_job(
+    name: &str,
+    index: usize,
+    path: &str,
+    opts: &[RawOption],
+) -> Result<JobSpec, WorkloadError> {
+    let mut job = JobSpec::with_defaults(name, index, path);
+    let mut sizes = BlockSizeOptions::default();
+    for opt in opts {
+        let err = |message: String| WorkloadError::JobOption {
+            path: path.to_string(),
+            line: opt.line,
+            key: opt.key.clone(),
+            message,
+        };
+        let key = opt.key.as_str();
+        job.option_lines.insert(key.to_string(), opt.line);
+        if IGNORED_OPTIONS.contains(&key) {
+            continue;
+        }
+        // Bare keys are booleans; only boolean options may be bare.
+        let value = match (&opt.value, key) {
+            (None, "norandommap" | "time_based") => "1",
+            (None, _) => return Err(err("expects a value ('key=value')".to_string())),
+            (Some(v), _) => v.as_str(),
+        };
+        match key {
+            "rw" | "readwrite" => job.rw = RwMode::parse(value).map_err(err)?,
+            "bs" | "blocksize" => sizes.bs = Some(per_direction(value, parse_bs).map_err(err)?),
+            "bssplit" => sizes.split = Some(per_direction(value, parse_bssplit).map_err(err)?),
+            "blocksize_range" | "bsrange" => {
+                sizes.range = Some(per_direction(value, parse_bsrange).map_err(err)?)
+            }
+            "size" => job.size = Some(parse_extent(value).map_err(err)?),
+            "offset" => job.offset = parse_extent(value).map_err(err)?,
+            "io_size" | "io_limit" => job.io_size = Some(parse_size_nonzero(value).map_err(err)?),
+            "number_ios" => job.number_ios = Some(parse_uint(value).map_err(err)?),
+            "iodepth" => {
+                let d = parse_uint(value).map_err(err)?;
+                if d == 0 || d > u32::MAX as u64 {
+                    return Err(err(format!(
+                        "expected a queue depth from 1 to {}, found '{value}'",
+                        u32::MAX
+                    )));
+                }
+                job.iodepth = d as u32;
+            }
+            "numjobs" => {
+                if parse_uint(value).map_err(err)? != 1 {
+                    return Err(err(format!(
+                        "numjobs={value} not supported by ssdlab (supported: 1): jobs run one \
+                         after another on one simulated device; write one [section] per job instead"
+                    )));
+                }
+            }
+            "rwmixread" => job.rwmixread = parse_percent(value).map_err(err)?,
+            "rwmixwrite" => job.rwmixread = 100 - parse_percent(value).map_err(err)?,
+            "random_distribution" => {
+                job.random_distribution = parse_distribution(value).map_err(err)?
+            }
+            "norandommap" => job.norandommap = parse_bool(value).map_err(err)?,
+            "randseed" => job.randseed = Some(parse_uint(value).map_err(err)?),
+            "runtime" => job.runtime_ns = Some(parse_time_ns(value).map_err(err)?),
+            "time_based" => job.time_based = parse_bool(value).map_err(err)?,
+            "ramp_time" => job.ramp_time_ns = Some(parse_time_ns(value).map_err(err)?),
+            "write_hint" => job.write_hint = Some(parse_write_hint(value).map_err(err)?),
+            "name" => job.name = value.to_string(),
+            _ => unreachable!("check_known let '{key}' through"),
+        }
+    }
+    job.block_size = sizes
+        .split
+        .or(sizes.range)
+        .or(sizes.bs)
+        .unwrap_or(job.block_size);
+    if job.time_based && job.runtime_ns.is_none() {
+        return Err(WorkloadError::JobOption {
+            path: path.to_string(),
+            line: job.line_of("time_based"),
+            key: "time_based".to_string(),
+            message: format!("job '{}': time_based needs 'runtime' to be set", job.name),
+        });
+    }
+    Ok(job)
+}
+
+/// Apply fio's per-direction comma syntax `read[,write[,trim]]`: a missing trailing value
+/// copies the previous one, an empty value keeps the default (4 KiB), so `bs=8k,32k` gives
+/// 8k reads and 32k writes and trims and `bs=,8k` keeps reads at 4k.
+fn per_direction(
+    value: &str,
+    parse: fn(&str) -> Result<BlockSize, String>,
+) -> Result<[BlockSize; 3], String> {
+    let parts: Vec<&str> = value.split(',').map(str::trim).collect();
+    if parts.len() > 3 {
+        return Err(format!(
+            "expected at most 3 comma-separated values (read,write,trim), found {}",
+            parts.len()
+        ));
+    }
+    let default = BlockSize::Fixed(4096);
+    let mut out: [BlockSize; 3] = [default.clone(), default.clone(), default];
+    for i in 0..3 {
+        out[i] = match parts.get(i) {
+            Some(&"") => BlockSize::Fixed(4096),
+            Some(p) => parse(p)?,
+            None => out[i - 1].clone(),
+        };
+    }
+    Ok(out)
+}
+
+fn parse_bs(value: &str) -> Result<BlockSize, String> {
+    parse_size_nonzero(value).map(BlockSize::Fixed)
+}
+
+fn parse_size_nonzero(value: &str) -> Result<u64, String> {
+    let v = parse_size(value)?;
+    if v == 0 {
+        return Err(format!("expected a size above 0, found '{value}'"));
+    }
+    Ok(v)
+}
+
+fn parse_bssplit(value: &str) -> Result<BlockSize, String> {
+    let mut entries: Vec<(u64, Option<u32>)> = Vec::new();
+    for item in value.split(':') {
+        let (size, pct) = match item.split_once('/') {
+            Some((s, p)) => (s.trim(), p.trim()),
+            None => (item.trim(), ""),
+        };
+        let size = parse_size_nonzero(size)
+            .map_err(|e| format!("bssplit entry '{item}': {e} (expected 'size/percent')"))?;
+        let pct = if pct.is_empty() {
+            None
+        } else {
+            let p: u32 = pct.parse().map_err(|_| {
+                format!("bssplit entry '{item}': expected a percentage from 0 to 100 after '/', found '{pct}'")
+            })?;
+            if p > 100 {
+                return Err(format!("bssplit entry '{item}': percentage {p} above 100"));
+            }
+            Some(p)
+        };
+        entries.push((size, pct));
+    }
+    // fio shares what the given percentages leave among the entries without one.
+    let given: u32 = entries.iter().filter_map(|e| e.1).sum();
+    let unset = entries.iter().filter(|e| e.1.is_none()).count() as u32;
+    if given > 100 || (unset == 0 && given != 100) {
+        return Err(format!(
+            "bssplit percentages must add up to 100, they add up to {given}"
+        ));
+    }
+    let mut out = Vec::with_capacity(entries.len());
+    let mut left = 100 - given;
+    let mut remaining_unset = unset;
+    for (size, pct) in entries {
+        let p = match pct {
+            Some(p) => p,
+            None => {
+                let share = left / remaining_unset;
+                remaining_unset -= 1;
+                left -= share;
+                share
+            }
+        };
+        if p > 0 {
+            out.push((size, p));
+        }
+    }
+    if out.is_empty() {
+        return Err("bssplit gives every size 0 %".to_string());
+    }
+    Ok(BlockSize::Split(out))
+}
+
+fn parse_bsrange(value: &str) -> Result<BlockSize, String> {
+    let Some((lo, hi)) = value.split_once('-') else {
+        return Err(format!("expected 'min-max' (e.g. 4k-64k), found '{value}'"));
+    };
+    let min = parse_size_nonzero(lo.trim())?;
+    let max = parse_size_nonzero(hi.trim())?;
+    if max < min {
+        return Err(format!("range '{value}' has its maximum below its minimum"));
+    }
+    Ok(BlockSize::Range { min, max })
+}
+
+/// A byte size the way fio reads it with `kb_base=1024`.
+pub fn parse_size(value: &str) -> Result<u64, String> {
+    let v = value.trim();
+    let digits_end = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, suffix) = v.split_at(digits_end);
+    if num.is_empty() {
+        return Err(format!(
+            "expected a size like 4096, 4k, 1m, 2g, found '{value}'"
+        ));
+    }
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("size '{value}' is too large"))?;
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        "p" | "pb" | "pib" => 50,
+        _ => {
+            return Err(format!(
+                "expected a size like 4096, 4k, 1m, 2g (suffixes k, m, g, t, p, base 1024), found '{value}'"
+            ))
+        }
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("size '{value}' overflows 64 bits"))
+}
+
+fn parse_extent(value: &str) -> Result<Extent, String> {
+    if let Some(p) = value.strip_suffix('%') {
+        let pct: f64 = p
+            .trim()
+            .parse()
+            .map_err(|_| format!("expected a percentage like 50%, found '{value}'"))?;
+        if !(0.0..=100.0).contains(&pct) {
+            return Err(format!("percentage must be from 0 to 100, found '{value}'"));
+        }
+        return Ok(Extent::Percent(pct));
+    }
+    parse_size(value).map(Extent::Bytes)
+}
+
+fn parse_uint(value: &str) -> Result<u64, String> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a non-negative integer, found '{value}'"))
+}
+
+fn parse_percent(value: &str) -> Result<u8, String> {
+    match value.trim().parse::<u8>() {
+        Ok(p) if p <= 100 => Ok(p),
+        _ => Err(format!(
+            "expected a percentage from 0 to 100, found '{value}'"
+        )),
+    }
+}
+
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(format!("expected a boolean (1 or 0), found '{value}'")),
+    }
+}
+
+/// A duration in ns: seconds by default, or with a `us`/`ms`/`s`/`m`/`h`/`d` suffix.
+pub fn parse_time_ns(value: &str) -> Result<u64, String> {
+    let v = value.trim();
+    let digits_end = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, suffix) = v.split_at(digits_end);
+    let bad = || format!("expected a duration like 30, 30s, 500ms, 2m, found '{value}'");
+    if num.is_empty() {
+        return Err(bad());
+    }
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let ns_per: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "us" | "usec" => 1_000,
+        "ms" | "msec" => 1_000_000,
+        "" | "s" | "sec" => 1_000_000_000,
+        "m" | "min" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        "d" => 86_400_000_000_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(ns_per)
+        .ok_or_else(|| format!("duration '{value}' overflows 64-bit ns"))
+}
+
+fn parse_distribution(value: &str) -> Result<DistributionSpec, String> {
+    let (kind, param) = match value.split_once(':') {
+        Some((k, p)) => (k.trim(), Some(p.trim())),
+        None => (value.trim(), None),
+    };
+    let number = |what: &str| -> Result<f64, String> {
+        let p = param.ok_or_else(|| format!("'{kind}' needs a parameter: '{kind}:{what}'"))?;
+        if p.contains(':') {
+            return Err(format!(
+                "'{value}': a centre parameter ('{kind}:{what}:center') is not supported by ssdlab"
+            ));
+        }
+        let p = p.strip_suffix('%').unwrap_or(p);
+        p.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| format!("'{value}': expected a number for {what}, found '{p}'"))
+    };
+    match kind {
+        "random" if param.is_none() => Ok(DistributionSpec::Random),
+        "zipf" => {
+            let t = number("theta")?;
+            if t <= 0.0 {
+                return Err(format!("zipf theta must be above 0, found {t}"));
+            }
+            Ok(DistributionSpec::Zipf(t))
+        }
+        "pareto" => {
+            let h = number("h")?;
+            if !(h > 0.0 && h < 1.0) {
+                return Err(format!("pareto h must be between 0 and 1 (exclusive), found {h}"));
+            }
+            Ok(DistributionSpec::Pareto(h))
+        }
+        "normal" | "gauss" => {
+            let s = number("deviation%")?;
+            if !(s > 0.0 && s <= 100.0) {
+                return Err(format!("normal deviation must be above 0 and at most 100 (% of the range), found {s}"));
+            }
+            Ok(DistributionSpec::Normal(s))
+        }
+        _ => Err(format!(
+            "'{value}' not supported by ssdlab (supported: random, zipf:theta, pareto:h, normal:dev%)"
+        )),
+    }
+}
+
+fn parse_write_hint(value: &str) -> Result<WriteLife, String> {
+    Ok(match value.trim().to_ascii_lowercase().as_str() {
+        "none" => WriteLife::None,
+        "short" => WriteLife::Short,
+        "medium" => WriteLife::Medium,
+        "long" => WriteLife::Long,
+        "extreme" => WriteLife::Extreme,
+        _ => {
+            return Err(format!(
+                "'{value}' not supported (supported: none, short, medium, long, extreme)"
+            ))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> JobSpec {
+        let f = parse_job_file(text, "job.fio").unwrap();
+        assert_eq!(f.jobs.len(), 1);
+        f.jobs.into_iter().next().unwrap()
+    }
+
+    fn err(text: &str) -> String {
+        parse_job_file(text, "job.fio").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn sizes_parse_like_fio() {
+        for (s, v) in [
+            ("4096", 4096),
+            ("4k", 4096),
+            ("4K", 4096),
+            ("4KiB", 4096),
+            ("4kb", 4096),
+            ("1m", 1 << 20),
+            ("2g", 2 << 30),
+            ("1t", 1 << 40),
+            ("512b", 512),
+        ] {
+            assert_eq!(parse_size(s), Ok(v), "{s}");
+        }
+        assert!(parse_size("4q").is_err());
+        assert!(parse_size("k").is_err());
+        assert!(parse_size("99999999999999999999").is_err());
+        assert!(parse_size("20000000p").is_err());
+    }
+
+    #[test]
+    fn times_parse_to_ns() {
+        assert_eq!(parse_time_ns("30"), Ok(30_000_000_000));
+        assert_eq!(parse_time_ns("500ms"), Ok(500_000_000));
+        assert_eq!(parse_time_ns("2m"), Ok(120_000_000_000));
+        assert_eq!(parse_time_ns("10us"), Ok(10_000));
+        assert!(parse_time_ns("1x").is_err());
+    }
+
+    #[test]
+    fn global_inheritance_and_later_global_updates() {
+        let f = parse_job_file(
+            "[global]\nbs=8k\nrw = randwrite\n[a]\nsize=1m\n[global]\nbs=16k\n[b]\nrw=read\n",
+            "j.fio",
+        )
+        .unwrap();
+        assert_eq!(f.jobs.len(), 2);
+        assert_eq!(f.jobs[0].block_size[1], BlockSize::Fixed(8192));
+        assert_eq!(f.jobs[0].rw, RwMode::RandWrite);
+        assert_eq!(f.jobs[0].size, Some(Extent::Bytes(1 << 20)));
+        assert_eq!(f.jobs[1].block_size[0], BlockSize::Fixed(16384));
+        assert_eq!(f.jobs[1].rw, RwMode::Read);
+        assert_eq!(f.jobs[1].size, None);
+        assert_eq!((f.jobs[0].index, f.jobs[1].index), (0, 1));
+        assert_eq!(f.jobs[1].name, "b");
+    }
+
+    #[test]
+    fn comments_bare_booleans_and_ignored_options() {
+        let j = one(
+            "; a comment\n# another\n[job1]\nioengine=libaio\ndirect=1\nfilename=/dev/nvme0n1\n\
+             norandommap\nrw=randread ; trailing comment\ntime_based\nruntime=10s\nramp_time=1\n\
+             group_reporting\n",
+        );
+        assert!(j.norandommap);
+        assert!(j.time_based);
+        assert_eq!(j.rw, RwMode::RandRead);
+        assert_eq!(j.runtime_ns, Some(10_000_000_000));
+        assert_eq!(j.ramp_time_ns, Some(1_000_000_000));
+    }
+
+    #[test]
+    fn bs_per_direction() {
+        let j = one("[j]\nbs=8k,32k\n");
+        assert_eq!(
+            j.block_size,
+            [
+                BlockSize::Fixed(8192),
+                BlockSize::Fixed(32768),
+                BlockSize::Fixed(32768)
+            ]
+        );
+        let j = one("[j]\nbs=,8k,\n");
+        assert_eq!(
+            j.block_size,
+            [
+                BlockSize::Fixed(4096),
+                BlockSize::Fixed(8192),
+                BlockSize::Fixed(4096)
+            ]
+        );
+    }
+
+    #[test]
+    fn bssplit_and_bsrange() {
+        let j = one("[j]\nbssplit=4k/50:64k/40:1m/10\nbs=8k\n");
+        assert_eq!(
+            j.block_size[0],
+            BlockSize::Split(vec![(4096, 50), (65536, 40), (1 << 20, 10)])
+        );
+        let j = one("[j]\nbssplit=4k/:8k/:16k/40\n");
+        assert_eq!(
+            j.block_size[1],
+            BlockSize::Split(vec![(4096, 30), (8192, 30), (16384, 40)])
+        );
+        let j = one("[j]\nbsrange=4k-64k\n");
+        assert_eq!(
+            j.block_size[2],
+            BlockSize::Range {
+                min: 4096,
+                max: 65536
+            }
+        );
+        assert!(err("[j]\nbssplit=4k/50:8k/40\n").contains("add up to 100"));
+        assert!(err("[j]\nbsrange=64k-4k\n").contains("below its minimum"));
+    }
+
+    #[test]
+    fn distributions_and_hints() {
+        assert_eq!(
+            one("[j]\nrandom_distribution=zipf:1.2\n").random_distribution,
+            DistributionSpec::Zipf(1.2)
+        );
+        assert_eq!(
+            one("[j]\nrandom_distribution=pareto:0.3\n").random_distribution,
+            DistributionSpec::Pareto(0.3)
+        );
+        assert_eq!(
+            one("[j]\nrandom_distribution=normal:5\n").random_distribution,
+            DistributionSpec::Normal(5.0)
+        );
+        assert!(
+            err("[j]\nrandom_distribution=zoned:50/5:50/95\n").contains("not supported by ssdlab")
+        );
+        assert!(err("[j]\nrandom_distribution=pareto:1.5\n").contains("between 0 and 1"));
+        assert_eq!(
+            one("[j]\nwrite_hint=short\n").write_hint,
+            Some(WriteLife::Short)
+        );
+        assert_eq!(one("[j]\nrwmixwrite=30\n").rwmixread, 70);
+    }
+
+    #[test]
+    fn errors_name_line_and_key() {
+        assert_eq!(
+            err("[global]\nbs=4k\n[j]\nbs=4q\n"),
+            "job.fio:4: option 'bs': expected a size like 4096, 4k, 1m, 2g (suffixes k, m, g, t, p, base 1024), found '4q'"
+        );
+        let e = err("[j]\nfrobnicate=3\n");
+        assert!(
+            e.starts_with("job.fio:2: option 'frobnicate': unknown or unsupported"),
+            "{e}"
+        );
+        let e = err("[j]\nrw=randread:8\n");
+        assert!(
+            e.starts_with("job.fio:2: option 'rw':") && e.contains("':8' suffix"),
+            "{e}"
+        );
+        let e = err("[j]\nnumjobs=4\n");
+        assert!(
+            e.contains("job.fio:2: option 'numjobs'") && e.contains("supported: 1"),
+            "{e}"
+        );
+        assert!(err("[j]\nverify=md5\n").contains("verification is not simulated"));
+        assert!(err("[j]\nthinktime=10\n").contains("think time"));
+        assert!(err("bs=4k\n[j]\n").starts_with("job.fio:1:"));
+        assert!(err("[global]\nbs=4k\n").contains("at least one job"));
+        assert!(err("[j]\nbs\n").contains("expects a value"));
+        assert!(err("[j]\ntime_based\n").contains("needs 'runtime'"));
+        assert!(err("[j\n").starts_with("job.fio:1: expected a section header"));
+    }
+
+    #[test]
+    fn offsets_and_percent_sizes() {
+        let j =
+            one("[j]\nsize=50%\noffset=1m\nio_size=10m\nnumber_ios=5\niodepth=32\nrandseed=7\n");
+        assert_eq!(j.size, Some(Extent::Percent(50.0)));
+        assert_eq!(j.offset, Extent::Bytes(1 << 20));
+        assert_eq!(j.io_size, Some(10 << 20));
+        assert_eq!(j.number_ios, Some(5));
+        assert_eq!(j.iodepth, 32);
+        assert_eq!(j.randseed, Some(7));
+        assert_eq!(j.line_of("iodepth"), 6);
+    }
+}

@@ -1,0 +1,334 @@
+//! ssdlab's own plain trace format: `time_ns,op,offset,length[,hint]`.
+//!
+//! - `time_ns`: arrival time, integer ns.
+//! - `op`: `read`, `write`, `trim`, `flush` or their initials `R`, `W`, `T`, `F` (any case).
+//! - `offset`, `length`: bytes. A flush has offset 0 and length 0; other operations need a
+//!   length above 0.
+//! - `hint` (optional): items separated by `;`, each one of
+//!   `stream=N` (NVMe stream id, 0–65535), `life=notset|none|short|medium|long|extreme`
+//!   (Linux write-life hint), `fdp=N` (FDP placement id, 0–65535), `sea=dyn|stat` (SEA-SSD
+//!   class), `group=N` (read-together group, 64-bit), `rel=dirty|clean` (FlexECC reliability),
+//!   `flushread` (FlexECC flush read). Spaces around items are allowed; an item given twice is
+//!   an error. Example: `1000,write,4096,4096,stream=3;life=short`.
+//!
+//! A header line `time_ns,op,offset,length[,hint]` is allowed as the first line that is not
+//! blank or a comment. There is no device column, so the device filter does not apply.
+//! [`format_csv_line`] writes the same grammar, so traces round-trip.
+
+use ssdlab_core::request::{Hint, HostRequest, Reliability, SeaClass, WriteLife};
+
+use super::{parse_u64, LineFormat, Op, Parsed, Record};
+
+pub(crate) struct Csv {
+    seen_line: bool,
+}
+
+impl Csv {
+    pub(crate) fn new() -> Self {
+        Csv { seen_line: false }
+    }
+}
+
+fn parse_op(field: &str) -> Result<Op, String> {
+    Ok(match field.to_ascii_lowercase().as_str() {
+        "read" | "r" => Op::Read,
+        "write" | "w" => Op::Write,
+        "trim" | "t" => Op::Trim,
+        "flush" | "f" => Op::Flush,
+        _ => {
+            return Err(format!(
+                "expected op as read, write, trim or flush (or R, W, T, F), found '{field}'"
+            ))
+        }
+    })
+}
+
+fn life_name(life: WriteLife) -> &'static str {
+    match life {
+        WriteLife::NotSet => "notset",
+        WriteLife::None => "none",
+        WriteLife::Short => "short",
+        WriteLife::Medium => "medium",
+        WriteLife::Long => "long",
+        WriteLife::Extreme => "extreme",
+    }
+}
+
+/// Parse the hint column's grammar (see the module doc).
+pub fn parse_hint(text: &str) -> Result<Hint, String> {
+    let mut hint = Hint::default();
+    let mut seen = [false; 7];
+    for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let (key, value) = match item.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (item, None),
+        };
+        let need = || value.ok_or_else(|| format!("hint '{key}' needs a value ('{key}=…')"));
+        let slot = match key {
+            "stream" => {
+                hint.stream = Some(need()?.parse().map_err(|_| format!("hint 'stream' expects 0–65535, found '{}'", value.unwrap_or("")))?);
+                0
+            }
+            "life" => {
+                let v = need()?;
+                hint.write_life = Some(match v {
+                    "notset" => WriteLife::NotSet,
+                    "none" => WriteLife::None,
+                    "short" => WriteLife::Short,
+                    "medium" => WriteLife::Medium,
+                    "long" => WriteLife::Long,
+                    "extreme" => WriteLife::Extreme,
+                    _ => return Err(format!("hint 'life' expects notset, none, short, medium, long or extreme, found '{v}'")),
+                });
+                1
+            }
+            "fdp" => {
+                hint.placement_id = Some(need()?.parse().map_err(|_| format!("hint 'fdp' expects 0–65535, found '{}'", value.unwrap_or("")))?);
+                2
+            }
+            "sea" => {
+                let v = need()?;
+                hint.sea_class = Some(match v {
+                    "dyn" => SeaClass::Dyn,
+                    "stat" => SeaClass::Stat,
+                    _ => return Err(format!("hint 'sea' expects dyn or stat, found '{v}'")),
+                });
+                3
+            }
+            "group" => {
+                hint.read_group = Some(parse_u64(need()?, "hint 'group'")?);
+                4
+            }
+            "rel" => {
+                let v = need()?;
+                hint.reliability = Some(match v {
+                    "dirty" => Reliability::Dirty,
+                    "clean" => Reliability::Clean,
+                    _ => return Err(format!("hint 'rel' expects dirty or clean, found '{v}'")),
+                });
+                5
+            }
+            "flushread" => {
+                if value.is_some() {
+                    return Err("hint 'flushread' takes no value".to_string());
+                }
+                hint.flush_read = true;
+                6
+            }
+            _ => {
+                return Err(format!(
+                    "unknown hint '{key}' (expected stream=N, life=…, fdp=N, sea=dyn|stat, group=N, rel=dirty|clean, flushread)"
+                ))
+            }
+        };
+        if std::mem::replace(&mut seen[slot], true) {
+            return Err(format!("hint '{key}' given twice"));
+        }
+    }
+    Ok(hint)
+}
+
+fn format_hint(hint: &Hint) -> String {
+    let mut items: Vec<String> = Vec::new();
+    if let Some(s) = hint.stream {
+        items.push(format!("stream={s}"));
+    }
+    if let Some(l) = hint.write_life {
+        items.push(format!("life={}", life_name(l)));
+    }
+    if let Some(p) = hint.placement_id {
+        items.push(format!("fdp={p}"));
+    }
+    if let Some(c) = hint.sea_class {
+        items.push(format!(
+            "sea={}",
+            if c == SeaClass::Dyn { "dyn" } else { "stat" }
+        ));
+    }
+    if let Some(g) = hint.read_group {
+        items.push(format!("group={g}"));
+    }
+    if let Some(r) = hint.reliability {
+        items.push(format!(
+            "rel={}",
+            if r == Reliability::Dirty {
+                "dirty"
+            } else {
+                "clean"
+            }
+        ));
+    }
+    if hint.flush_read {
+        items.push("flushread".to_string());
+    }
+    items.join(";")
+}
+
+/// One line of the CSV format for `request` (no newline); a missing arrival time writes 0.
+pub fn format_csv_line(request: &HostRequest) -> String {
+    let base = format!(
+        "{},{},{},{}",
+        request.arrival_ns.unwrap_or(0),
+        request.op.as_str(),
+        request.offset,
+        request.length
+    );
+    if request.hint.is_empty() {
+        base
+    } else {
+        format!("{base},{}", format_hint(&request.hint))
+    }
+}
+
+fn is_header(line: &str) -> bool {
+    let mut fields = line.split(',').map(|f| f.trim().to_ascii_lowercase());
+    let names: [&str; 5] = ["time_ns", "op", "offset", "length", "hint"];
+    let mut count = 0;
+    for name in names {
+        match fields.next() {
+            Some(f) if f == name => count += 1,
+            Some(_) => return false,
+            None => break,
+        }
+    }
+    fields.next().is_none() && count >= 4
+}
+
+impl LineFormat for Csv {
+    fn parse(&mut self, line: &str) -> Result<Parsed, String> {
+        let first = !std::mem::replace(&mut self.seen_line, true);
+        if first && is_header(line) {
+            return Ok(Parsed::Skip);
+        }
+        let mut f = [""; 5];
+        let mut n = 0;
+        for field in line.split(',') {
+            if n < 5 {
+                f[n] = field.trim();
+            }
+            n += 1;
+        }
+        if !(4..=5).contains(&n) {
+            return Err(format!(
+                "expected 4 or 5 comma-separated fields (time, op, offset, length[, hint]), found {n}"
+            ));
+        }
+        let time_ns = parse_u64(f[0], "time_ns")?;
+        let op = parse_op(f[1])?;
+        let offset = parse_u64(f[2], "offset (bytes)")?;
+        let length = parse_u64(f[3], "length (bytes)")?;
+        if op == Op::Flush && (offset != 0 || length != 0) {
+            return Err(format!(
+                "a flush has offset 0 and length 0, found offset {offset} length {length}"
+            ));
+        }
+        let hint = if n == 5 {
+            parse_hint(f[4])?
+        } else {
+            Hint::default()
+        };
+        Ok(Parsed::Request(Record {
+            time_ns,
+            op,
+            offset,
+            length,
+            hint,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{parse_trace_str, TraceFormat, TraceOptions};
+
+    fn parse(text: &str) -> Result<Vec<HostRequest>, crate::WorkloadError> {
+        parse_trace_str(text, "trace.csv", TraceFormat::Csv, TraceOptions::default())
+    }
+
+    #[test]
+    fn header_ops_and_hints() {
+        let text = "# comment\ntime_ns,op,offset,length,hint\n10,write,4096,8192,stream=3;life=short\n\
+                    20,R,0,512\n30,T,0,4096,\n40,flush,0,0\n50,w,0,4096,fdp=2;sea=dyn;group=17;rel=dirty\n\
+                    60,read,0,4096,flushread\n";
+        let r = parse(text).unwrap();
+        assert_eq!(r.len(), 6);
+        assert_eq!(
+            (r[0].arrival_ns, r[0].op, r[0].offset, r[0].length),
+            (Some(0), Op::Write, 4096, 8192)
+        );
+        assert_eq!(r[0].hint.stream, Some(3));
+        assert_eq!(r[0].hint.write_life, Some(WriteLife::Short));
+        assert_eq!((r[1].op, r[1].arrival_ns), (Op::Read, Some(10)));
+        assert_eq!(r[2].op, Op::Trim);
+        assert!(r[2].hint.is_empty());
+        assert_eq!((r[3].op, r[3].length), (Op::Flush, 0));
+        let h = r[4].hint;
+        assert_eq!(
+            (h.placement_id, h.sea_class, h.read_group, h.reliability),
+            (
+                Some(2),
+                Some(SeaClass::Dyn),
+                Some(17),
+                Some(Reliability::Dirty)
+            )
+        );
+        assert!(r[5].hint.flush_read);
+    }
+
+    #[test]
+    fn errors_match_the_documented_text() {
+        let text = format!("{}1,read,0\n", "0,read,0,4096\n".repeat(16));
+        let e = parse(&text).unwrap_err().to_string();
+        assert_eq!(e, "trace.csv:17: expected 4 or 5 comma-separated fields (time, op, offset, length[, hint]), found 3");
+        assert!(parse("0,erase,0,1\n")
+            .unwrap_err()
+            .to_string()
+            .contains("expected op as read"));
+        assert!(parse("0,write,0,1,stream=x\n")
+            .unwrap_err()
+            .to_string()
+            .contains("hint 'stream'"));
+        assert!(parse("0,write,0,1,bogus=1\n")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown hint 'bogus'"));
+        assert!(parse("0,write,0,1,fdp=1;fdp=2\n")
+            .unwrap_err()
+            .to_string()
+            .contains("given twice"));
+        assert!(parse("0,flush,0,4096\n")
+            .unwrap_err()
+            .to_string()
+            .contains("a flush has offset 0"));
+        // A header is only a header on the first line.
+        assert!(parse("0,read,0,1\ntime_ns,op,offset,length\n").is_err());
+    }
+
+    #[test]
+    fn format_round_trips() {
+        let mut req = HostRequest::new(Op::Write, 8192, 4096);
+        req.arrival_ns = Some(5);
+        req.hint = Hint {
+            write_life: Some(WriteLife::Extreme),
+            stream: Some(9),
+            placement_id: Some(4),
+            sea_class: Some(SeaClass::Stat),
+            read_group: Some(u64::MAX),
+            reliability: Some(Reliability::Clean),
+            flush_read: true,
+        };
+        let line = format_csv_line(&req);
+        let back = parse_trace_str(
+            &line,
+            "x",
+            TraceFormat::Csv,
+            TraceOptions {
+                rebase_time: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(back, vec![req]);
+    }
+}
