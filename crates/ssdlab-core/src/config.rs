@@ -469,6 +469,25 @@ fn apply_override(root: &mut toml::Table, key: &str, raw: &str) -> Result<(), Co
     Ok(())
 }
 
+/// serde reports an unknown key as "unknown field `x`, expected one of ... in `section`": name
+/// it by its full dotted key, the way users write it in `--set`.
+fn name_unknown_key(message: &str) -> String {
+    let field = message
+        .split("unknown field `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next());
+    let section = message
+        .rsplit(" in `")
+        .next()
+        .filter(|_| message.contains(" in `"))
+        .and_then(|rest| rest.split('`').next());
+    match (field, section) {
+        (Some(field), Some(section)) => format!("unknown key '{section}.{field}': {message}"),
+        (Some(field), None) => format!("unknown key '{field}': {message}"),
+        _ => message.to_string(),
+    }
+}
+
 impl Config {
     /// Parse TOML text, apply `key=value` overrides, fill defaults and validate.
     pub fn from_toml(
@@ -478,7 +497,7 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let parse_error = |e: toml::de::Error| ConfigError::Parse {
             source_name: source_name.to_string(),
-            message: e.to_string().trim().replace('\n', " "),
+            message: name_unknown_key(&e.to_string().trim().replace('\n', " ")),
         };
         // Typing the text itself first gives errors with the file's line and column.
         toml::from_str::<Config>(text).map_err(parse_error)?;
@@ -486,13 +505,7 @@ impl Config {
         for (key, value) in overrides {
             apply_override(&mut table, key, value)?;
         }
-        let config: Config =
-            toml::Value::Table(table)
-                .try_into()
-                .map_err(|e: toml::de::Error| ConfigError::Parse {
-                    source_name: source_name.to_string(),
-                    message: e.to_string().trim().replace('\n', " "),
-                })?;
+        let config: Config = toml::Value::Table(table).try_into().map_err(parse_error)?;
         config.validate(source_name)?;
         Ok(config)
     }

@@ -142,7 +142,8 @@ pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
             "policy": r.gc_policy,
         },
         "erases": erase_json(r.erase_counts),
-        "energy_j": r.energy_j,
+        "energy_j": r.energy_j["total"],
+        "energy": r.energy_j,
         "ecc": {
             "codewords_decoded": r.flash.codewords_decoded,
             "codewords_encoded": r.flash.codewords_encoded,

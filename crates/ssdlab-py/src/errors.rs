@@ -1,0 +1,62 @@
+//! The one place Rust errors become Python exceptions. The exception classes are declared here
+//! and re-exported by `ssdlab.errors`.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::PyErr;
+use ssdlab_core::DeviceError as CoreDeviceError;
+use ssdlab_workload::WorkloadError as CoreWorkloadError;
+
+create_exception!(
+    _core,
+    SsdlabError,
+    PyException,
+    "Base class of every ssdlab error."
+);
+create_exception!(
+    _core,
+    ConfigError,
+    SsdlabError,
+    "A configuration key or value is wrong, or a preset is unknown."
+);
+create_exception!(
+    _core,
+    WorkloadError,
+    SsdlabError,
+    "A job file or trace cannot be used; the message names file and line."
+);
+create_exception!(
+    _core,
+    DeviceError,
+    SsdlabError,
+    "The device refused a request (out of range, device full, ...)."
+);
+
+pub fn config_error(e: ssdlab_core::ConfigError) -> PyErr {
+    ConfigError::new_err(e.to_string())
+}
+
+pub fn workload_error(e: CoreWorkloadError) -> PyErr {
+    WorkloadError::new_err(e.to_string())
+}
+
+pub fn device_error(e: CoreDeviceError) -> PyErr {
+    let message = e.to_string();
+    match e {
+        CoreDeviceError::Config(_) => ConfigError::new_err(message),
+        CoreDeviceError::Source(ref s) if s.downcast_ref::<CoreWorkloadError>().is_some() => {
+            WorkloadError::new_err(message)
+        }
+        CoreDeviceError::InRun { ref source, .. }
+            if matches!(**source, CoreDeviceError::Source(_)) =>
+        {
+            WorkloadError::new_err(message)
+        }
+        _ => DeviceError::new_err(message),
+    }
+}
+
+/// Bad arguments from Python that the core never sees (an unknown op name, a bad hint value).
+pub fn value_error(message: String) -> PyErr {
+    pyo3::exceptions::PyValueError::new_err(message)
+}
