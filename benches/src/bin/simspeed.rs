@@ -1,0 +1,52 @@
+//! `simspeed [--tiny]`: the simulator-speed benchmark of BENCHMARKS.md. Prints a table and a
+//! JSON line; targets: >= 2 M random writes/s in GC steady state, >= 4 M random reads/s, and
+//! <= 16 bytes of device state per physical page.
+
+use ssdlab_benches::{run, Params};
+
+fn main() {
+    let tiny = std::env::args().any(|a| a == "--tiny");
+    let params = if tiny { Params::tiny() } else { Params::full() };
+    eprintln!(
+        "simspeed: {} requests per phase, QD {}, {} blocks per plane{}",
+        params.requests,
+        params.queue_depth,
+        params.blocks_per_plane,
+        if tiny { " (tiny)" } else { "" }
+    );
+    let r = run(&params);
+    let gib = r.logical_bytes as f64 / (1u64 << 30) as f64;
+    println!(
+        "device            {gib:.1} GiB logical, {} physical pages (4 KiB)",
+        r.physical_pages
+    );
+    println!(
+        "precondition      {} page writes in {:.2} s",
+        r.precondition_pages, r.precondition_s
+    );
+    println!(
+        "random writes     {:.3} M req/s  (WAF {:.2}; target >= 2 M/s)",
+        r.random_write_req_per_s / 1e6,
+        r.random_write_waf
+    );
+    println!(
+        "random reads      {:.3} M req/s  (target >= 4 M/s)",
+        r.random_read_req_per_s / 1e6
+    );
+    match r.bytes_per_physical_page {
+        Some(b) => println!("memory            {b:.2} bytes per physical page (target <= 16)"),
+        None => println!("memory            not measured (no /proc/self/status)"),
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "logical_bytes": r.logical_bytes,
+            "physical_pages": r.physical_pages,
+            "precondition_s": r.precondition_s,
+            "random_write_req_per_s": r.random_write_req_per_s,
+            "random_write_waf": r.random_write_waf,
+            "random_read_req_per_s": r.random_read_req_per_s,
+            "bytes_per_physical_page": r.bytes_per_physical_page,
+        })
+    );
+}

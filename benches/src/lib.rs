@@ -1,0 +1,145 @@
+//! The simulator-speed benchmark: how many simulated requests per wall-clock second the core
+//! replays, and how much memory a device's state costs per physical flash page.
+//!
+//! Requests are generated up front by the fio generator and replayed from memory, so the figure
+//! is the simulator's own speed (host interface, FTL, GC, timing, statistics), not the
+//! generator's. Random writes are measured in GC steady state after preconditioning.
+
+use ssdlab_core::{Device, HostRequest, Loop, PreconditionOptions, RunSpec, VecSource};
+use std::time::Instant;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Blocks per plane (sets the capacity; 368 gives a 64 GiB logical device).
+    pub blocks_per_plane: u32,
+    pub requests: u64,
+    pub queue_depth: u32,
+    pub seed: u64,
+}
+
+impl Params {
+    /// The figure: 64 GiB logical, 4 KiB pages, QD 32.
+    pub fn full() -> Params {
+        Params {
+            blocks_per_plane: 368,
+            requests: 8_000_000,
+            queue_depth: 32,
+            seed: 1,
+        }
+    }
+    /// A seconds-long version for the test suite.
+    pub fn tiny() -> Params {
+        Params {
+            blocks_per_plane: 16,
+            requests: 50_000,
+            queue_depth: 32,
+            seed: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Results {
+    pub logical_bytes: u64,
+    pub physical_pages: u64,
+    pub precondition_s: f64,
+    pub precondition_pages: u64,
+    pub random_write_req_per_s: f64,
+    pub random_write_waf: f64,
+    pub random_read_req_per_s: f64,
+    /// Peak RSS growth while building and preconditioning the device, per physical page.
+    pub bytes_per_physical_page: Option<f64>,
+}
+
+/// Peak resident set size of this process (VmHWM), in bytes; `None` off Linux.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn overrides(p: &Params) -> Vec<(String, String)> {
+    [
+        ("geometry.channels", "8".to_string()),
+        ("geometry.chips_per_channel", "4".to_string()),
+        ("geometry.dies_per_chip", "2".to_string()),
+        ("geometry.planes_per_die", "2".to_string()),
+        ("geometry.blocks_per_plane", p.blocks_per_plane.to_string()),
+        ("geometry.pages_per_block", "384".to_string()),
+        ("geometry.page_size_bytes", "4096".to_string()),
+        ("geometry.over_provisioning", "0.07".to_string()),
+        ("stats.interval_ns", "100000000".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+fn job_requests(rw: &str, device_bytes: u64, count: u64, seed: u64) -> Vec<HostRequest> {
+    let text = format!("[bench]\nrw={rw}\nbs=4k\nnorandommap\nnumber_ios={count}\n");
+    let file =
+        ssdlab_workload::parse_job_file(&text, "simspeed.fio").expect("the bench job parses");
+    let mut source = file.jobs[0]
+        .source(device_bytes, seed)
+        .expect("the bench job fits the device");
+    let mut out = Vec::with_capacity(count as usize);
+    while let Some(r) = source.next_request() {
+        out.push(r.expect("generated requests are valid"));
+    }
+    out
+}
+
+fn replay(dev: &mut Device, requests: Vec<HostRequest>, qd: u32) -> f64 {
+    let n = requests.len() as f64;
+    let started = Instant::now();
+    dev.run_to_end(RunSpec {
+        name: "bench".into(),
+        source: Box::new(VecSource::new(requests)),
+        queue_depth: qd,
+        pacing: Loop::Closed,
+        runtime_ns: None,
+        ramp_ns: None,
+    })
+    .expect("the bench run completes");
+    n / started.elapsed().as_secs_f64()
+}
+
+pub fn run(p: &Params) -> Results {
+    let baseline = peak_rss_bytes();
+    let preset = ssdlab_core::presets::get("tlc").expect("tlc preset");
+    let mut dev = Device::from_toml(preset, "preset tlc", &overrides(p), p.seed, false)
+        .expect("bench config is valid");
+    let started = Instant::now();
+    let pre = dev
+        .precondition(PreconditionOptions {
+            max_random_passes: 2.0,
+            steady_tolerance: 0.02,
+        })
+        .expect("preconditioning succeeds");
+    let precondition_s = started.elapsed().as_secs_f64();
+    let physical_pages = dev.derived().physical_pages;
+    let bytes_per_physical_page = match (baseline, peak_rss_bytes()) {
+        (Some(before), Some(after)) => {
+            Some(after.saturating_sub(before) as f64 / physical_pages as f64)
+        }
+        _ => None,
+    };
+    let logical_bytes = dev.logical_bytes();
+    let writes = job_requests("randwrite", logical_bytes, p.requests, p.seed);
+    let random_write_req_per_s = replay(&mut dev, writes, p.queue_depth);
+    let random_write_waf = dev.ssd_json()["waf"].as_f64().unwrap_or(0.0);
+    let reads = job_requests("randread", logical_bytes, p.requests, p.seed + 1);
+    let random_read_req_per_s = replay(&mut dev, reads, p.queue_depth);
+    Results {
+        logical_bytes,
+        physical_pages,
+        precondition_s,
+        precondition_pages: pre.pages_written,
+        random_write_req_per_s,
+        random_write_waf,
+        random_read_req_per_s,
+        bytes_per_physical_page,
+    }
+}

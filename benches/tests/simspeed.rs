@@ -1,0 +1,16 @@
+//! The benchmark at a tiny size, so that it cannot rot: it must run, reach GC steady state and
+//! report sane figures. Speed targets are checked by `make bench`, not here.
+
+#[test]
+fn tiny_simspeed_runs_and_reports_sane_figures() {
+    let r = ssdlab_benches::run(&ssdlab_benches::Params::tiny());
+    assert!(r.random_write_req_per_s > 0.0 && r.random_read_req_per_s > 0.0);
+    assert!(
+        r.random_write_waf > 1.0,
+        "random writes after preconditioning must trigger GC: {r:?}"
+    );
+    assert!(r.physical_pages > 0 && r.logical_bytes > 0);
+    if let Some(b) = r.bytes_per_physical_page {
+        assert!(b < 64.0, "device state should be a few bytes per page: {b}");
+    }
+}
