@@ -1,0 +1,44 @@
+"""ssdlab: a fast, deterministic NAND-flash SSD simulator with a Rust core.
+
+The simulator (FTL, garbage collection, NAND timing, ECC, energy, statistics) is Rust, reached
+through the private extension module ``ssdlab._core``; this package is the front end that
+configures devices, drives runs and shapes their results::
+
+    import ssdlab
+
+    dev = ssdlab.Device("tlc", seed=1, overrides={"geometry.blocks_per_plane": 64})
+    dev.precondition()
+    done = dev.write(0, 4096, hint=ssdlab.Hint(placement_id=1))
+    result = dev.run_job("randrw.fio")        # fio's JSON layout plus an "ssd" section
+    print(result.jobs[0].write["iops"], result.ssd["waf"])
+
+(config, workload, seed) determine every result bit for bit, and every result carries the
+configuration's hash, the seed and the version. The command line is ``ssdlab`` (see
+``ssdlab --help``).
+"""
+
+from ssdlab import _core
+from ssdlab._core import __version__
+from ssdlab.device import Completion, Device, JobResult, RunResult
+from ssdlab.errors import ConfigError, DeviceError, SsdlabError, WorkloadError
+from ssdlab.hints import Hint
+
+
+def presets() -> list[tuple[str, str]]:
+    """The built-in device presets as ``(name, one-line description)`` pairs, sorted by name."""
+    return _core.presets()
+
+
+__all__ = [
+    "Completion",
+    "ConfigError",
+    "Device",
+    "DeviceError",
+    "Hint",
+    "JobResult",
+    "RunResult",
+    "SsdlabError",
+    "WorkloadError",
+    "__version__",
+    "presets",
+]

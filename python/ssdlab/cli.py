@@ -1,0 +1,297 @@
+"""The ``ssdlab`` command line: ``run``, ``presets`` and ``demo``.
+
+The CLI only adapts: it parses arguments, builds a :class:`~ssdlab.Device`, runs it and prints.
+Errors the user can fix -- a bad configuration key, an unknown preset, a trace line that does
+not parse, a missing file -- are printed as ``ssdlab: error: <message>`` on stderr with exit
+status 2 (usage and configuration) or 1 (everything that fails during a run), never as a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ssdlab import _core
+from ssdlab.errors import ConfigError, SsdlabError
+
+EXIT_OK = 0
+EXIT_RUN_ERROR = 1
+EXIT_USAGE = 2
+
+#: (fio's percentile key, label) of the percentiles the normal output shows.
+PERCENTILES = tuple((f"{p:f}", f"{p:g}") for p in (50, 90, 99, 99.9, 99.99))
+
+
+class UsageError(Exception):
+    """A bad command line detected after argparse (exit status 2)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status instead of exiting."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse has printed its message (or --help/--version)
+        return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
+    try:
+        return args.func(args)
+    except (UsageError, ConfigError) as err:
+        return _fail(err, EXIT_USAGE)
+    except BrokenPipeError:  # e.g. `ssdlab presets | head -1`: the reader left; not our error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_RUN_ERROR
+    except (SsdlabError, OSError) as err:
+        return _fail(err, EXIT_RUN_ERROR)
+    except KeyboardInterrupt:
+        print("ssdlab: interrupted", file=sys.stderr)
+        return 130
+
+
+def _fail(err: BaseException, status: int) -> int:
+    message = str(err)
+    if isinstance(err, OSError) and err.filename is not None:
+        message = f"{err.filename}: {err.strerror or err}"
+    print(f"ssdlab: error: {message}", file=sys.stderr)
+    return status
+
+
+def _parser() -> argparse.ArgumentParser:
+    from ssdlab.device import TRACE_FORMATS
+
+    parser = argparse.ArgumentParser(
+        prog="ssdlab",
+        description="A fast, deterministic NAND-flash SSD simulator.",
+    )
+    parser.add_argument("--version", action="version", version=f"ssdlab {_core.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = commands.add_parser(
+        "run",
+        help="simulate a fio job file or a block trace on a device",
+        description=(
+            "Simulate a fio job file (JOB) or a block trace (--trace) on the device CONFIG "
+            "(a preset name or a TOML file) and print fio-like results plus SSD statistics."
+        ),
+    )
+    run.add_argument("config", metavar="CONFIG", help="preset name or path to a TOML file")
+    run.add_argument("job", metavar="JOB", nargs="?", help="fio job file")
+    run.add_argument("--trace", metavar="FILE", help="replay this block trace instead of a job")
+    run.add_argument("--trace-format", choices=TRACE_FORMATS, help="format of --trace")
+    run.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="multiply trace timestamps by F (open loop; default 1.0)",
+    )
+    run.add_argument(
+        "--closed-loop",
+        action="store_true",
+        help="ignore trace timestamps and keep --queue-depth requests outstanding",
+    )
+    run.add_argument(
+        "--queue-depth", type=int, default=32, metavar="N", help="trace queue depth (default 32)"
+    )
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a configuration key (repeatable), e.g. --set geometry.channels=4",
+    )
+    run.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
+    run.add_argument(
+        "--precondition",
+        action="store_true",
+        help="fill the device and overwrite it randomly before the run",
+    )
+    run.add_argument("--output-format", choices=("normal", "json"), default="normal")
+    run.add_argument("--output", metavar="FILE", help="write the results to FILE, not stdout")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--store-data", action="store_true", help="keep written data (reads return it)"
+    )
+    run.set_defaults(func=_cmd_run)
+
+    presets = commands.add_parser("presets", help="list the built-in device presets")
+    presets.set_defaults(func=_cmd_presets)
+
+    demo = commands.add_parser(
+        "demo",
+        help="hinted vs unhinted placement on a small TLC device, side by side",
+        description="Run a hot/cold workload on two small TLC devices, without and with "
+        "placement hints, and compare latency, write amplification, GC, wear and energy.",
+    )
+    demo.add_argument("--quiet", action="store_true", help="no progress bar or preamble")
+    demo.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
+    demo.add_argument(
+        "--scale",
+        type=float,
+        default=float(os.environ.get("SSDLAB_DEMO_SCALE", "1.0")),
+        help="device and workload size relative to the default (env SSDLAB_DEMO_SCALE)",
+    )
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+# -- run -----------------------------------------------------------------------------------------
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ssdlab.config import parse_overrides
+    from ssdlab.device import Device
+
+    if (args.job is None) == (args.trace is None):
+        raise UsageError("give exactly one of JOB or --trace FILE")
+    if args.trace is not None and args.trace_format is None:
+        raise UsageError("--trace needs --trace-format")
+    if args.trace is None and (args.trace_format or args.closed_loop):
+        raise UsageError("--trace-format and --closed-loop apply to --trace only")
+    if args.queue_depth < 1:
+        raise UsageError(f"--queue-depth must be at least 1, got {args.queue_depth}")
+    if args.time_scale <= 0:
+        raise UsageError(f"--time-scale must be positive, got {args.time_scale}")
+    workload = args.job if args.job is not None else args.trace
+    if not os.path.isfile(workload):
+        raise UsageError(f"{workload}: no such file")
+    if args.output is not None and not os.path.isdir(os.path.dirname(args.output) or "."):
+        raise UsageError(f"--output {args.output}: no such directory")  # fail before the run
+
+    overrides = parse_overrides(args.overrides)
+    if args.job is not None:  # check the job file before any simulation work
+        _core.job_names(args.job)
+    device = Device(args.config, seed=args.seed, overrides=overrides, store_data=args.store_data)
+    progress = False if args.quiet else None
+    if args.precondition:
+        device.precondition()
+    if args.job is not None:
+        result = device.run_job(args.job, progress=progress)
+    else:
+        result = device.run_trace(
+            args.trace,
+            args.trace_format,
+            time_scale=args.time_scale,
+            queue_depth=args.queue_depth,
+            closed_loop=args.closed_loop,
+            progress=progress,
+        )
+
+    if args.output_format == "json":
+        text = result.to_json() + "\n"
+    else:
+        text = format_normal(result.to_dict(), device.source_name)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(text)
+    return EXIT_OK
+
+
+def format_normal(report: dict[str, Any], source: str) -> str:
+    """A fio-like human summary of a run's JSON layout."""
+    lines: list[str] = []
+    for job in report["jobs"]:
+        lines.append(
+            f"{job.get('jobname', '?')}: ({source}, seed={report['seed']}, "
+            f"config {report['config_hash'][:12]})"
+        )
+        for direction in ("read", "write", "trim"):
+            stats = job.get(direction) or {}
+            if stats.get("total_ios", 0):
+                _format_direction(lines, direction, stats)
+    lines.append("")
+    _format_ssd(lines, report.get("ssd", {}))
+    return "\n".join(lines) + "\n"
+
+
+def _format_direction(lines: list[str], direction: str, stats: dict[str, Any]) -> None:
+    mib = stats.get("io_bytes", 0) / 2**20
+    bw_mib = stats.get("bw_bytes", 0) / 2**20
+    lines.append(
+        f"  {direction}: IOPS={_si(stats.get('iops', 0))}, BW={bw_mib:.1f}MiB/s "
+        f"({mib:.1f}MiB/{stats.get('runtime', 0)}ms, {stats.get('total_ios', 0)} ios)"
+    )
+    clat = stats.get("clat_ns") or {}
+    if clat:
+        lines.append(
+            f"    clat (usec): min={_us(clat.get('min'))}, max={_us(clat.get('max'))}, "
+            f"avg={_us(clat.get('mean'))}, stdev={_us(clat.get('stddev'))}"
+        )
+    pct = clat.get("percentile") or {}
+    shown = [f"{label}th={_us(pct[key])}" for key, label in PERCENTILES if key in pct]
+    if shown:
+        lines.append(f"    clat percentiles (usec): {', '.join(shown)}")
+
+
+def _format_ssd(lines: list[str], ssd: dict[str, Any]) -> None:
+    gc = ssd.get("gc", {})
+    erases = ssd.get("erases", {})
+    lines.append("SSD:")
+    lines.append(
+        f"  WAF={ssd.get('waf', 0):.3f} (host pages written={ssd.get('host_pages_written', 0)}, "
+        f"flash pages programmed={ssd.get('flash_pages_programmed', 0)})"
+    )
+    lines.append(
+        f"  GC: invocations={gc.get('invocations', 0)}, pages moved={gc.get('pages_moved', 0)}, "
+        f"time={gc.get('time_ns', 0) / 1e6:.3f}ms"
+    )
+    lines.append(
+        f"  erases per block: min={erases.get('min', 0)}, mean={erases.get('mean', 0):.2f}, "
+        f"max={erases.get('max', 0)}, stddev={erases.get('stddev', 0):.2f}"
+    )
+    lines.append(f"  energy={ssd.get('energy_j', 0):.4f}J, average power={ssd.get('energy', {}).get('average_power_w', 0):.3f}W")
+    lines.append(f"  sim time={ssd.get('sim_time_ns', 0) / 1e9:.6f}s")
+
+
+def _us(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e3:.2f}"
+
+
+def _si(value: float) -> str:
+    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= factor:
+            return f"{value / factor:.1f}{suffix}"
+    return f"{value:.0f}"
+
+
+# -- presets, demo -------------------------------------------------------------------------------
+
+
+def _cmd_presets(args: argparse.Namespace) -> int:
+    presets = _core.presets()
+    width = max((len(name) for name, _ in presets), default=0)
+    for name, description in presets:
+        print(f"{name:<{width}}  {description}")
+    return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ssdlab.demo import render, run_demo
+
+    if args.scale <= 0:
+        raise UsageError(f"--scale must be positive, got {args.scale}")
+    console = Console()
+    if not args.quiet:
+        _err_console().print(
+            "Running the same hot/cold workload on two identical small TLC devices: "
+            "without hints, then with hot/cold placement hints ..."
+        )
+    result = run_demo(seed=args.seed, scale=args.scale, progress=False if args.quiet else None)
+    render(result, console=console)
+    if not args.quiet:
+        _err_console().print(f"[dim]({result.wall_seconds:.1f} s wall time)[/]")
+    return EXIT_OK
+
+
+def _err_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)

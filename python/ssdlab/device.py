@@ -1,0 +1,410 @@
+"""`Device`: a simulated SSD, as Python sees it.
+
+A :class:`Device` holds a handle to the Rust device (``ssdlab._core.Device``) and adds what
+Python is for: resolving configurations, validating hints, driving long runs in chunks with a
+progress bar, and shaping results. It never loops over individual I/Os of a run; whole jobs,
+traces and request arrays are handed to the core, which releases the GIL while it works.
+
+Single requests (:meth:`Device.write`, :meth:`Device.read`, ...) run to completion at the current
+simulated time and return a :class:`Completion`; runs (:meth:`Device.run_job`,
+:meth:`Device.run_trace`, :meth:`Device.run_arrays`) return a :class:`RunResult` whose
+:meth:`~RunResult.to_dict` is fio's JSON layout plus an ``ssd`` section.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ssdlab import _core
+from ssdlab.config import Overrides, parse_overrides, resolve
+from ssdlab.errors import SsdlabError
+from ssdlab.hints import Hint
+
+#: Requests the core completes per :meth:`_core.Device.step` call: large enough that the Python
+#: side costs nothing, small enough that the progress bar moves and Ctrl-C is seen promptly.
+STEP_CHUNK = 65_536
+
+#: Consecutive ``step`` calls that complete nothing before a run is declared stuck.
+_MAX_IDLE_STEPS = 3
+
+TRACE_FORMATS = ("msr", "spc", "blkparse", "disksim", "mqsim", "alibaba", "tencent", "fiu", "csv")
+
+_OPCODES = (0, 1, 2)  # read, write, trim: the codes of start_arrays
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The completion of one request: simulated times in ns and, for reads, the data."""
+
+    latency_ns: int
+    submit_ns: int
+    complete_ns: int
+    data: bytes | None = None
+
+
+class JobResult(Mapping[str, Any]):
+    """One job's results in fio's JSON layout (``jobname``, ``read``, ``write``, ``trim``, ...).
+
+    It is a read-only mapping over that object, with shortcuts for the common parts.
+    """
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self._raw = raw
+
+    def __getitem__(self, key: str) -> Any:
+        return self._raw[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __repr__(self) -> str:
+        return f"JobResult(jobname={self.name!r})"
+
+    @property
+    def name(self) -> str:
+        return str(self._raw.get("jobname", ""))
+
+    @property
+    def read(self) -> dict[str, Any]:
+        return self._raw.get("read", {})
+
+    @property
+    def write(self) -> dict[str, Any]:
+        return self._raw.get("write", {})
+
+    @property
+    def trim(self) -> dict[str, Any]:
+        return self._raw.get("trim", {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._raw
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The results of a run: one :class:`JobResult` per job and the device's ``ssd`` statistics."""
+
+    seed: int
+    config_hash: str
+    jobs: list[JobResult]
+    ssd: dict[str, Any]
+    version: str = field(default=_core.__version__)
+
+    def to_dict(self) -> dict[str, Any]:
+        """fio's JSON layout (``jobs[]`` with ``read``/``write``/``trim``) plus ``ssd``."""
+        return {
+            "ssdlab version": self.version,
+            "seed": self.seed,
+            "config_hash": self.config_hash,
+            "jobs": [job.to_dict() for job in self.jobs],
+            "ssd": self.ssd,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+
+class _Progress(Protocol):
+    def __call__(self, completed: int, total: int | None) -> None: ...
+
+
+class Device:
+    """A simulated SSD.
+
+    Args:
+        config: a preset name (see :func:`ssdlab.presets`) or a path to a TOML file.
+        seed: the run's seed; (config, workload, seed) determine every result bit for bit.
+        overrides: configuration overrides, as ``{"key": value}`` or ``["key=value", ...]``.
+        store_data: keep written data so that reads return it (costs memory per written page).
+
+    Raises:
+        ConfigError: unknown preset, unreadable file, bad key or value (the message names it).
+    """
+
+    def __init__(
+        self,
+        config: str | os.PathLike[str],
+        *,
+        seed: int = 0,
+        overrides: Overrides = None,
+        store_data: bool = False,
+    ) -> None:
+        toml_text, source_name = resolve(config)
+        self.seed = seed
+        self.source_name = source_name
+        self.store_data = store_data
+        self._handle = _core.Device(
+            toml_text, source_name, parse_overrides(overrides), seed, store_data
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Device({self.source_name!r}, seed={self.seed}, "
+            f"logical_bytes={self.logical_bytes}, now={self.now})"
+        )
+
+    # -- state -----------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> int:
+        """Current simulated time in ns."""
+        return self._handle.now
+
+    @property
+    def logical_bytes(self) -> int:
+        """Exported (logical) capacity in bytes."""
+        return self._handle.logical_bytes
+
+    @property
+    def page_size(self) -> int:
+        """Flash page size in bytes."""
+        return self._handle.page_size
+
+    @property
+    def config_hash(self) -> str:
+        """Hex hash of the canonical resolved configuration (defaults filled in)."""
+        return self._handle.config_hash
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The canonical resolved configuration."""
+        return json.loads(self._handle.config_json)
+
+    # -- single requests -------------------------------------------------------------------------
+
+    def submit(
+        self,
+        op: str,
+        offset: int,
+        length: int,
+        *,
+        data: bytes | None = None,
+        hint: Hint | dict[str, Any] | None = None,
+    ) -> Completion:
+        """Run one request (``read``, ``write``, ``trim`` or ``flush``) to completion.
+
+        Raises:
+            DeviceError: the device refuses it (e.g. past the end of the device, device full).
+            ValueError: a bad op or hint.
+        """
+        if op not in ("read", "write", "trim", "flush"):
+            raise ValueError(f"op: expected read, write, trim or flush, got {op!r}")
+        checked = Hint.coerce(hint)
+        raw = self._handle.submit(
+            op, offset, length, data, checked.to_dict() if checked is not None else None
+        )
+        return Completion(
+            latency_ns=raw["latency_ns"],
+            submit_ns=raw["submit_ns"],
+            complete_ns=raw["complete_ns"],
+            data=raw.get("data"),
+        )
+
+    def write(
+        self,
+        offset: int,
+        length: int | None = None,
+        *,
+        data: bytes | None = None,
+        hint: Hint | dict[str, Any] | None = None,
+    ) -> Completion:
+        """Write ``length`` bytes at ``offset`` (``length`` defaults to ``len(data)``)."""
+        if data is not None:
+            data = bytes(data)
+            if length is None:
+                length = len(data)
+            elif length != len(data):
+                raise ValueError(f"length {length} differs from len(data) {len(data)}")
+        elif length is None:
+            raise ValueError("write needs a length or data")
+        return self.submit("write", offset, length, data=data, hint=hint)
+
+    def read(
+        self, offset: int, length: int, *, hint: Hint | dict[str, Any] | None = None
+    ) -> Completion:
+        """Read ``length`` bytes at ``offset``; ``data`` is set when the device stores data."""
+        return self.submit("read", offset, length, hint=hint)
+
+    def trim(self, offset: int, length: int) -> Completion:
+        """Deallocate a range: its pages are no longer valid and GC never copies them."""
+        return self.submit("trim", offset, length)
+
+    def flush(self) -> Completion:
+        """Make every completed write durable (drains the write buffer, if any)."""
+        return self.submit("flush", 0, 0)
+
+    def precondition(self, random_overwrite_passes: float = 2.0) -> dict[str, Any]:
+        """Fill the device sequentially, overwrite it randomly, then reset the statistics.
+
+        Returns ``{"pages_written": int, "waf_last_window": float}``.
+        """
+        return self._handle.precondition(random_overwrite_passes)
+
+    # -- runs ------------------------------------------------------------------------------------
+
+    def run_job(self, path: str | os.PathLike[str], *, progress: bool | None = None) -> RunResult:
+        """Run every job of a fio job file, one after the other, on this device.
+
+        Raises:
+            WorkloadError: the job file is bad or uses an unsupported option (names file:line).
+        """
+        path = os.fspath(path)
+        names = _core.job_names(path)
+        jobs = []
+        for index, name in enumerate(names):
+            self._handle.start_job(path, index)
+            jobs.append(self._drive(f"job {name}", progress))
+        return self._result(jobs)
+
+    def run_trace(
+        self,
+        path: str | os.PathLike[str],
+        fmt: str,
+        *,
+        time_scale: float = 1.0,
+        queue_depth: int = 32,
+        closed_loop: bool = False,
+        progress: bool | None = None,
+    ) -> RunResult:
+        """Replay a block trace (``fmt`` is one of :data:`TRACE_FORMATS`).
+
+        Open loop (the default) issues each request at its timestamp times ``time_scale``; closed
+        loop ignores timestamps and keeps ``queue_depth`` requests outstanding.
+
+        Raises:
+            WorkloadError: a line that does not parse (the message names file:line).
+        """
+        if fmt not in TRACE_FORMATS:
+            raise ValueError(f"fmt: expected one of {', '.join(TRACE_FORMATS)}, got {fmt!r}")
+        path = os.fspath(path)
+        self._handle.start_trace(path, fmt, time_scale, queue_depth, closed_loop)
+        return self._result([self._drive(f"trace {os.path.basename(path)}", progress)])
+
+    def run_arrays(
+        self,
+        ops: Sequence[int] | Any,
+        offsets: Sequence[int] | Any,
+        lengths: Sequence[int] | Any,
+        *,
+        placement: Sequence[int] | Any | None = None,
+        queue_depth: int = 32,
+        name: str = "arrays",
+        progress: bool | None = None,
+    ) -> RunResult:
+        """Run requests given as columns (lists or NumPy arrays), closed loop at ``queue_depth``.
+
+        ``ops``: 0 read, 1 write, 2 trim; ``placement``: an FDP placement id per request, -1 none.
+        """
+        columns = {"ops": ops, "offsets": offsets, "lengths": lengths}
+        if placement is not None:
+            columns["placement"] = placement
+        arrays = {key: _int_column(key, value) for key, value in columns.items()}
+        sizes = {key: array.size for key, array in arrays.items()}
+        if len(set(sizes.values())) > 1:
+            raise ValueError(f"columns differ in length: {sizes}")
+        bad_ops = arrays["ops"][~np.isin(arrays["ops"], _OPCODES)]
+        if bad_ops.size:
+            raise ValueError(f"ops: expected 0 (read), 1 (write) or 2 (trim), got {bad_ops[0]}")
+        lists = {key: array.tolist() for key, array in arrays.items()}
+        self._handle.start_arrays(
+            lists["ops"],
+            lists["offsets"],
+            lists["lengths"],
+            lists.get("placement"),
+            queue_depth,
+            name,
+        )
+        return self._result([self._drive(name, progress)])
+
+    def stats(self) -> dict[str, Any]:
+        """The cumulative ``ssd`` statistics: WAF, GC, erases, energy, ECC, placement, time."""
+        return json.loads(self._handle.ssd_stats())
+
+    def time_series(self) -> list[dict[str, Any]]:
+        """Per-interval rows (for plots)."""
+        return json.loads(self._handle.time_series())
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _drive(self, label: str, progress: bool | None) -> JobResult:
+        """Step the started job to its end, then collect its results."""
+        with _progress_bar(label, progress) as update:
+            idle = 0
+            last = -1
+            while True:
+                done, completed, total = self._handle.step(STEP_CHUNK)
+                update(completed, total)
+                if done:
+                    break
+                idle = idle + 1 if completed == last else 0
+                if idle >= _MAX_IDLE_STEPS:
+                    raise SsdlabError(
+                        f"{label}: the simulation stopped making progress after "
+                        f"{completed} requests (at {self.now} ns)"
+                    )
+                last = completed
+        return JobResult(json.loads(self._handle.finish_job()))
+
+    def _result(self, jobs: list[JobResult]) -> RunResult:
+        return RunResult(seed=self.seed, config_hash=self.config_hash, jobs=jobs, ssd=self.stats())
+
+
+def _int_column(name: str, column: Any) -> np.ndarray:
+    """A request column as a 1-D integer array (checked by dtype, not element by element)."""
+    array = np.asarray(column)
+    if array.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D sequence, got shape {array.shape}")
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{name}: expected integers, got dtype {array.dtype}")
+    return array.astype(np.int64, copy=False)
+
+
+def show_progress(progress: bool | None) -> bool:
+    """Whether to draw a progress bar: as asked, or when unasked only if stderr is a terminal."""
+    if progress is None:
+        return sys.stderr.isatty()
+    return progress
+
+
+@contextmanager
+def _progress_bar(label: str, progress: bool | None) -> Iterator[_Progress]:
+    if not show_progress(progress):
+        yield lambda completed, total: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with bar:
+        task = bar.add_task(label, total=None)
+
+        def update(completed: int, total: int | None) -> None:
+            bar.update(task, completed=completed, total=total)
+
+        yield update

@@ -1,0 +1,53 @@
+"""Constants and helpers the tests share (imported as ``support``; fixtures are in conftest)."""
+
+from __future__ import annotations
+
+#: Shrinks any preset to 2 dies x 48 blocks x 48 pages of 4 KiB (18 MiB of flash, 25% spare:
+#: enough for two placement handles). 48 pages per
+#: block is a multiple of 2, 3 and 4, so MLC, TLC and QLC wordlines fit.
+TINY_OVERRIDES = (
+    "geometry.channels=1",
+    "geometry.chips_per_channel=1",
+    "geometry.dies_per_chip=2",
+    "geometry.planes_per_die=1",
+    "geometry.blocks_per_plane=48",
+    "geometry.pages_per_block=48",
+    "geometry.page_size_bytes=4096",
+    "geometry.over_provisioning=0.25",
+)
+
+PRESET = "tlc"
+
+#: A mixed random job of a few thousand 4 KiB requests inside the tiny device.
+RANDRW_JOB = """\
+; a small mixed job for tests
+[global]
+rw=randrw
+rwmixread=70
+bs=4k
+size=4m
+iodepth=8
+number_ios=3000
+
+[mixed]
+"""
+
+#: Two jobs run one after the other: a sequential fill, then random reads of it.
+TWO_JOBS = """\
+[global]
+bs=4k
+size=2m
+iodepth=4
+
+[fill]
+rw=write
+
+[reread]
+rw=randread
+number_ios=500
+"""
+
+
+def set_args(overrides: tuple[str, ...] = TINY_OVERRIDES) -> list[str]:
+    """The overrides as ``--set`` arguments for the CLI."""
+    return [arg for item in overrides for arg in ("--set", item)]

@@ -1,0 +1,371 @@
+"""The ``ssdlab`` command line, in-process through ``main`` and as ``python -m ssdlab``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ssdlab
+from ssdlab.cli import main
+from support import PRESET, set_args
+
+NINE_PRESETS = [
+    "flexecc",
+    "melded-16x4",
+    "melded-8x8",
+    "mlc",
+    "noftl",
+    "qlc",
+    "seassd",
+    "slc",
+    "tlc",
+]
+PERCENTILE_KEYS = [
+    f"{p:f}" for p in (1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 99, 99.5, 99.9, 99.95, 99.99)
+]
+DIRECTION_KEYS = {
+    "io_bytes",
+    "io_kbytes",
+    "bw_bytes",
+    "bw",
+    "iops",
+    "runtime",
+    "runtime_ns",
+    "total_ios",
+    "slat_ns",
+    "clat_ns",
+    "lat_ns",
+}
+LAT_KEYS = {"min", "max", "mean", "stddev", "N"}
+SSD_KEYS = {
+    "waf",
+    "host_pages_written",
+    "flash_pages_programmed",
+    "gc",
+    "erases",
+    "energy_j",
+    "ecc",
+    "placement",
+    "sim_time_ns",
+    "seed",
+    "config_hash",
+}
+FIO_REFERENCE = (
+    Path(__file__).resolve().parents[2] / "shared" / "reference" / "fio-3.33-nbd-randrw.json"
+)
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    status = main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def run_json(capsys, job: Path, *extra: str) -> dict:
+    status, out, err = run_cli(
+        capsys, "run", PRESET, str(job), *set_args(), "--output-format", "json", "--quiet", *extra
+    )
+    assert status == 0, err
+    return json.loads(out)
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ssdlab", *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+        check=False,
+    )
+
+
+def assert_clean_error(stderr: str, *needles: str) -> None:
+    """One `ssdlab: error:` message that names what is wrong, and no traceback."""
+    assert "Traceback" not in stderr
+    assert stderr.startswith("ssdlab: error: "), stderr
+    assert stderr.count("\n") == 1, "one line"
+    for needle in needles:
+        assert needle in stderr, f"{needle!r} not in {stderr!r}"
+
+
+# -- presets, version ----------------------------------------------------------------------------
+
+
+def test_presets_lists_the_nine_presets_aligned(capsys):
+    status, out, _ = run_cli(capsys, "presets")
+    assert status == 0
+    lines = out.splitlines()
+    names = [line.split()[0] for line in lines]
+    assert set(NINE_PRESETS) <= set(names)
+    assert names == sorted(names)
+    width = max(len(name) for name in names)
+    for line, name in zip(lines, names, strict=True):
+        assert line[width : width + 2] == "  ", "descriptions start in one column"
+        assert line[width + 2 :].strip(), f"{name} has a description"
+
+
+def test_module_entry_point_and_version():
+    done = run_module("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"ssdlab {ssdlab.__version__}"
+
+
+# -- run: the JSON layout ------------------------------------------------------------------------
+
+
+def test_run_json_has_fio_layout_and_ssd_section(capsys, randrw_job):
+    report = run_json(capsys, randrw_job, "--seed", "1")
+    assert list(report) == ["ssdlab version", "seed", "config_hash", "jobs", "ssd"]
+    assert report["seed"] == 1
+    (job,) = report["jobs"]
+    assert job["jobname"] == "mixed"
+    assert {"read", "write", "trim", "ssd_job"} <= set(job)
+    for direction in ("read", "write", "trim"):
+        assert set(job[direction]) >= DIRECTION_KEYS, direction
+        for lat in ("slat_ns", "clat_ns", "lat_ns"):
+            assert set(job[direction][lat]) >= LAT_KEYS
+    assert set(report["ssd"]) >= SSD_KEYS
+    assert {"invocations", "pages_moved", "time_ns"} <= set(report["ssd"]["gc"])
+    assert {"min", "mean", "max", "stddev"} <= set(report["ssd"]["erases"])
+    assert report["ssd"]["config_hash"] == report["config_hash"]
+
+
+def test_run_json_numbers_are_consistent(capsys, randrw_job):
+    (job,) = run_json(capsys, randrw_job)["jobs"]
+    read, write = job["read"], job["write"]
+    assert read["total_ios"] + write["total_ios"] == 3000
+    assert read["total_ios"] / 3000 == pytest.approx(0.7, abs=0.05)  # rwmixread=70
+    for stats in (read, write):
+        runtime_ns = stats["runtime_ns"]
+        assert runtime_ns > 0
+        assert stats["io_bytes"] == stats["total_ios"] * 4096
+        assert stats["io_kbytes"] == stats["io_bytes"] // 1024
+        assert stats["bw_bytes"] == pytest.approx(
+            stats["io_bytes"] * 1e9 / runtime_ns, rel=1e-6, abs=1
+        )
+        assert stats["iops"] == pytest.approx(stats["total_ios"] * 1e9 / runtime_ns, rel=1e-6)
+        assert stats["bw"] == pytest.approx(stats["bw_bytes"] / 1024, rel=1e-3, abs=1)
+        assert stats["runtime"] == pytest.approx(runtime_ns / 1e6, abs=1)
+        clat = stats["clat_ns"]
+        assert clat["N"] == stats["total_ios"]
+        assert 0 < clat["min"] <= clat["mean"] <= clat["max"]
+        assert list(clat["percentile"]) == PERCENTILE_KEYS
+        values = list(clat["percentile"].values())
+        assert values == sorted(values)
+        assert clat["min"] <= values[0]
+        assert values[-1] <= clat["max"] * 1.01  # percentiles are bucket bounds
+        assert stats["lat_ns"]["mean"] >= clat["mean"]
+    assert job["trim"]["total_ios"] == 0
+    assert job["trim"]["iops"] == 0
+
+
+@pytest.mark.skipif(not FIO_REFERENCE.exists(), reason="../shared/reference is not beside the repo")
+def test_json_keys_are_named_as_fio_names_them(capsys, randrw_job):
+    """The keys checked above are fio 3.33's own (runtime_ns is our addition)."""
+    text = FIO_REFERENCE.read_text(encoding="utf-8")
+    fio_job = json.loads(text[text.index("{") :])["jobs"][0]  # fio's nbd engine prints a line first
+    for direction in ("read", "write"):
+        assert DIRECTION_KEYS - {"runtime_ns"} <= set(fio_job[direction])
+        assert set(fio_job[direction]["clat_ns"]) >= LAT_KEYS
+        assert list(fio_job[direction]["clat_ns"]["percentile"]) == PERCENTILE_KEYS
+    ours = run_json(capsys, randrw_job)["jobs"][0]
+    assert list(ours["read"]["clat_ns"]["percentile"]) == PERCENTILE_KEYS
+
+
+def test_same_seed_identical_json_different_seed_different_latency(capsys, randrw_job):
+    first = run_cli(
+        capsys,
+        "run",
+        PRESET,
+        str(randrw_job),
+        *set_args(),
+        "--output-format",
+        "json",
+        "--quiet",
+        "--seed",
+        "11",
+    )
+    again = run_cli(
+        capsys,
+        "run",
+        PRESET,
+        str(randrw_job),
+        *set_args(),
+        "--output-format",
+        "json",
+        "--quiet",
+        "--seed",
+        "11",
+    )
+    assert first[0] == again[0] == 0
+    assert first[1] == again[1]
+    one = json.loads(first[1])["jobs"][0]
+    other = run_json(capsys, randrw_job, "--seed", "12")["jobs"][0]
+    assert (one["read"]["clat_ns"]["mean"], one["write"]["clat_ns"]["mean"]) != (
+        other["read"]["clat_ns"]["mean"],
+        other["write"]["clat_ns"]["mean"],
+    )
+
+
+def test_output_file_gets_the_json(capsys, randrw_job, tmp_path):
+    target = tmp_path / "out.json"
+    status, out, _ = run_cli(
+        capsys,
+        "run",
+        PRESET,
+        str(randrw_job),
+        *set_args(),
+        "--output-format",
+        "json",
+        "--output",
+        str(target),
+        "--quiet",
+    )
+    assert status == 0
+    assert out == ""
+    report = json.loads(target.read_text(encoding="utf-8"))
+    assert report["jobs"][0]["jobname"] == "mixed"
+
+
+def test_normal_output_is_a_readable_summary(capsys, randrw_job):
+    status, out, _ = run_cli(capsys, "run", PRESET, str(randrw_job), *set_args(), "--quiet")
+    assert status == 0
+    for needle in (
+        "mixed:",
+        "read: IOPS=",
+        "write: IOPS=",
+        "clat percentiles (usec)",
+        "99.99th=",
+        "SSD:",
+        "WAF=",
+        "GC:",
+        "erases",
+        "energy=",
+        "sim time=",
+    ):
+        assert needle in out, needle
+    assert "trim: IOPS" not in out
+
+
+def test_precondition_then_run(capsys, randrw_job):
+    report = run_json(capsys, randrw_job, "--precondition")
+    assert report["ssd"]["host_pages_written"] == report["jobs"][0]["write"]["total_ios"]
+
+
+def test_trace_run_closed_loop(capsys, msr_trace):
+    status, out, err = run_cli(
+        capsys,
+        "run",
+        PRESET,
+        "--trace",
+        str(msr_trace),
+        "--trace-format",
+        "msr",
+        "--closed-loop",
+        "--queue-depth",
+        "4",
+        *set_args(),
+        "--output-format",
+        "json",
+        "--quiet",
+    )
+    assert status == 0, err
+    job = json.loads(out)["jobs"][0]
+    assert (job["read"]["total_ios"], job["write"]["total_ios"]) == (10, 30)
+
+
+def test_quiet_subprocess_writes_nothing_to_stderr(randrw_job):
+    done = run_module("run", PRESET, str(randrw_job), *set_args(), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert "WAF=" in done.stdout
+
+
+# -- run: errors ---------------------------------------------------------------------------------
+
+
+def test_bad_config_key_exits_2_naming_the_key(capsys, randrw_job):
+    status, _, err = run_cli(
+        capsys, "run", PRESET, str(randrw_job), *set_args(), "--set", "geometry.no_such_key=3"
+    )
+    assert status == 2
+    assert_clean_error(err, "geometry.no_such_key")
+
+
+def test_bad_set_item_exits_2(capsys, randrw_job):
+    status, _, err = run_cli(capsys, "run", PRESET, str(randrw_job), "--set", "geometry.channels")
+    assert status == 2
+    assert_clean_error(err, "geometry.channels", "key=value")
+
+
+def test_unknown_preset_exits_2_listing_presets(capsys, randrw_job):
+    status, _, err = run_cli(capsys, "run", "no-such-preset", str(randrw_job))
+    assert status == 2
+    assert_clean_error(err, "no-such-preset", "tlc", "qlc")
+
+
+def test_bad_trace_line_in_subprocess(write_file):
+    good = "128166372003061629,hm,0,Write,0,4096,1331\n"
+    trace = write_file("broken.csv", good * 3 + "128166372003061729,hm,0,Scribble,0,4096,1\n")
+    done = run_module("run", PRESET, "--trace", str(trace), "--trace-format", "msr", *set_args())
+    assert done.returncode != 0
+    assert_clean_error(done.stderr, f"{trace.name}:4")
+
+
+def test_unsupported_fio_option_names_option_and_line(capsys, write_file):
+    job = write_file("zoned.fio", "[global]\nbs=4k\nsize=1m\nzonemode=zbd\n\n[j]\nrw=write\n")
+    status, _, err = run_cli(capsys, "run", PRESET, str(job), *set_args())
+    assert status != 0
+    assert_clean_error(err, "zonemode", f"{job.name}:4")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ([], "exactly one of JOB or --trace"),
+        (["JOB", "--trace", "TRACE", "--trace-format", "msr"], "exactly one of JOB or --trace"),
+        (["--trace", "TRACE"], "--trace-format"),
+        (["missing.fio"], "missing.fio: no such file"),
+    ],
+)
+def test_usage_errors_exit_2(capsys, randrw_job, msr_trace, args, needle):
+    args = [{"JOB": str(randrw_job), "TRACE": str(msr_trace)}.get(a, a) for a in args]
+    status, out, err = run_cli(capsys, "run", PRESET, *args)
+    assert status == 2
+    assert out == ""
+    assert_clean_error(err, needle)
+
+
+def test_argparse_errors_exit_2_without_traceback(capsys):
+    status, _, err = run_cli(capsys, "run", PRESET, "x.fio", "--output-format", "yaml")
+    assert status == 2
+    assert "invalid choice" in err
+    assert "Traceback" not in err
+
+
+def test_time_scale_must_be_positive(capsys, msr_trace):
+    status, _, err = run_cli(
+        capsys,
+        "run",
+        PRESET,
+        "--trace",
+        str(msr_trace),
+        "--trace-format",
+        "msr",
+        "--time-scale",
+        "-1",
+    )
+    assert status == 2
+    assert_clean_error(err, "--time-scale")
+
+
+def test_output_into_a_missing_directory_fails_before_the_run(capsys, randrw_job, tmp_path):
+    target = tmp_path / "nowhere" / "out.json"
+    status, _, err = run_cli(capsys, "run", PRESET, str(randrw_job), "--output", str(target))
+    assert status == 2
+    assert_clean_error(err, "no such directory")
