@@ -194,7 +194,7 @@ impl Default for HostConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct ControllerConfig {
     /// Device-CPU time per host request (command parsing, queue handling).
@@ -203,16 +203,6 @@ pub struct ControllerConfig {
     pub cpu_ns_per_page: u64,
     /// DRAM write buffer in pages; 0 disables it (writes complete after their program).
     pub write_buffer_pages: u32,
-}
-
-impl Default for ControllerConfig {
-    fn default() -> Self {
-        ControllerConfig {
-            cpu_ns_per_request: 0,
-            cpu_ns_per_page: 0,
-            write_buffer_pages: 0,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -552,7 +542,7 @@ impl Config {
         }
         let bits = self.cell.kind.bits_per_cell();
         // A wordline holds one page per bit, so a block holds whole wordlines.
-        if g.pages_per_block % bits != 0 {
+        if !g.pages_per_block.is_multiple_of(bits) {
             return Err(invalid(
                 "geometry.pages_per_block",
                 format!(
@@ -634,7 +624,7 @@ impl Config {
                 ),
             ));
         };
-        if read_ns.iter().any(|&t| t == 0) {
+        if read_ns.contains(&0) {
             return Err(invalid(
                 "cell.read_ns",
                 "read times must be positive".into(),
@@ -659,7 +649,7 @@ impl Config {
         let page_transfer_ns = (g.page_size_bytes as u64 * 1000).div_ceil(bytes_per_us)
             + self.channel.command_overhead_ns;
         if self.ecc.codeword_bytes > g.page_size_bytes
-            || g.page_size_bytes % self.ecc.codeword_bytes != 0
+            || !g.page_size_bytes.is_multiple_of(self.ecc.codeword_bytes)
         {
             return Err(invalid(
                 "ecc.codeword_bytes",

@@ -92,6 +92,11 @@ pub trait Ftl: Send {
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
     ) -> Result<WriteOutcome, FtlError>;
+    /// Speed hint: `lpa` will be looked up or written soon (stage 1: its mapping entry).
+    fn prefetch(&self, _lpa: u64) {}
+    /// Speed hint, a few requests later than [`Ftl::prefetch`]: the entries that depend on the
+    /// mapping (the old page's reverse entry).
+    fn prefetch_dependent(&self, _lpa: u64) {}
     /// Deallocate `lpa`; GC will never copy it.
     fn trim(&mut self, lpa: u64, ops: &mut Vec<FlashOp>);
     /// Does `plane` want background GC?

@@ -12,6 +12,8 @@
 use super::{FlashOp, Ftl, FtlCounters, FtlError, Purpose, WriteOutcome};
 use crate::config::Config;
 use crate::gc::{victim_policy, BlockState, PlaneView, VictimPolicy};
+use crate::nand::prefetch::prefetch;
+use crate::nand::table::huge_table;
 use crate::nand::{Geometry, NONE};
 use crate::placement::HandleCounters;
 use crate::wear::{free_pool, FreeBlockPool};
@@ -43,6 +45,8 @@ pub struct PageMapFtl {
     bg_free_blocks: usize,
     counters: FtlCounters,
     handle_counters: Vec<HandleCounters>,
+    /// (source page, lpa) of the victim being collected; reused to avoid allocation.
+    victim_pages: Vec<(u32, u32)>,
 }
 
 impl PageMapFtl {
@@ -59,8 +63,8 @@ impl PageMapFtl {
         }
         PageMapFtl {
             geo: geo.clone(),
-            l2p: vec![NONE; logical_pages as usize],
-            p2l: vec![NONE; geo.physical_pages as usize],
+            l2p: huge_table(logical_pages as usize, NONE),
+            p2l: huge_table(geo.physical_pages as usize, NONE),
             valid_pages: vec![0; blocks],
             write_ptr: vec![0; blocks],
             state: vec![BlockState::Free; blocks],
@@ -78,6 +82,7 @@ impl PageMapFtl {
             bg_free_blocks: config.ftl.gc_bg_free_blocks as usize,
             counters: FtlCounters::default(),
             handle_counters: vec![HandleCounters::default(); handles as usize],
+            victim_pages: Vec::with_capacity(geo.pages_per_block as usize),
         }
     }
 
@@ -186,17 +191,31 @@ impl PageMapFtl {
         }
         let handle = self.block_handle[v] as u32;
         let first = self.geo.first_page(victim);
+        // Gather the valid pages first and prefetch their mapping entries, so that the random
+        // L2P updates below overlap their cache misses instead of paying them one by one.
+        let mut pages = std::mem::take(&mut self.victim_pages);
+        pages.clear();
         let mut remaining = self.valid_pages[v];
         let mut offset = 0;
         while remaining > 0 {
             let src = first + offset;
             offset += 1;
             let lpa = self.p2l[src as usize];
-            if lpa == NONE {
-                continue;
+            if lpa != NONE {
+                remaining -= 1;
+                prefetch(&self.l2p, lpa as usize);
+                pages.push((src, lpa));
             }
-            remaining -= 1;
-            let dst = self.allocate(plane, handle, GC, now_ns, ops)?;
+        }
+        let mut result = Ok(());
+        for &(src, lpa) in &pages {
+            let dst = match self.allocate(plane, handle, GC, now_ns, ops) {
+                Ok(dst) => dst,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
             self.invalidate(src);
             self.l2p[lpa as usize] = dst;
             self.p2l[dst as usize] = lpa;
@@ -208,6 +227,8 @@ impl PageMapFtl {
             self.handle_counters[handle as usize].media_bytes_written +=
                 self.geo.page_size_bytes as u64;
         }
+        self.victim_pages = pages;
+        result?;
         ops.push(FlashOp::Erase {
             block: victim,
             purpose: Purpose::Gc,
@@ -270,6 +291,21 @@ impl Ftl for PageMapFtl {
             old: (old != NONE).then_some(old),
             new: ppa,
         })
+    }
+
+    #[inline]
+    fn prefetch(&self, lpa: u64) {
+        prefetch(&self.l2p, lpa as usize);
+    }
+
+    #[inline]
+    fn prefetch_dependent(&self, lpa: u64) {
+        if let Some(&ppa) = self.l2p.get(lpa as usize) {
+            if ppa != NONE {
+                prefetch(&self.p2l, ppa as usize);
+                prefetch(&self.valid_pages, self.geo.block_of(ppa) as usize);
+            }
+        }
     }
 
     fn trim(&mut self, lpa: u64, _ops: &mut Vec<FlashOp>) {

@@ -318,6 +318,21 @@ impl Device {
         ]
     }
 
+    /// Speed hint from the run loop: `req` will be issued soon. Stage 1 fetches its mapping
+    /// entry, stage 2 (later) the entries that depend on it.
+    #[inline]
+    pub(crate) fn prefetch_request(&self, req: &HostRequest, dependent: bool) {
+        let lpa = req.offset / self.page_size() as u64;
+        if lpa >= self.derived.logical_pages {
+            return;
+        }
+        if !dependent {
+            self.ftl.prefetch(lpa);
+        } else if req.op == Op::Write {
+            self.ftl.prefetch_dependent(lpa);
+        }
+    }
+
     /// Process one request issued at `issue_ns` and return when it completes. The clock is
     /// not moved: the caller (direct submission or the run loop) owns it.
     pub(crate) fn execute(
@@ -445,7 +460,7 @@ impl Device {
                     }
                 }
                 FlashOp::Erase { block, purpose } => {
-                    let die = self.geo.die_of_plane(self.geo.plane_of_block(block));
+                    let die = self.geo.die_of_block(block);
                     self.timeline
                         .erase(die, ready_ns, self.config.cell.erase_ns);
                     self.flash.erases += 1;

@@ -12,7 +12,12 @@ use super::{Device, DeviceError};
 use crate::request::{HostRequest, Op, RequestSource};
 use crate::stats::{job_json, JobStats};
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Requests pulled from the source ahead of issue, so that their mapping entries can be
+/// prefetched (stage 1 on entry, stage 2 at the middle of the window).
+const LOOKAHEAD: usize = 16;
+const DEPENDENT_STAGE: usize = LOOKAHEAD / 2;
 
 /// How requests are paced.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -80,6 +85,10 @@ pub(crate) struct RunState {
     count_from_ns: u64,
     in_flight: BinaryHeap<InFlight>,
     pending: Option<HostRequest>,
+    lookahead: VecDeque<HostRequest>,
+    /// The source has ended (or failed: the error waits here until the lookahead drains).
+    source_done: bool,
+    source_error: Option<crate::request::SourceError>,
     exhausted: bool,
     seq: u64,
     completed: u64,
@@ -113,6 +122,9 @@ impl Device {
             count_from_ns: start + spec.ramp_ns.unwrap_or(0),
             in_flight: BinaryHeap::with_capacity(spec.queue_depth as usize + 1),
             pending: None,
+            lookahead: VecDeque::with_capacity(LOOKAHEAD + 1),
+            source_done: false,
+            source_error: None,
             exhausted: false,
             seq: 0,
             completed: 0,
@@ -147,16 +159,31 @@ impl Device {
             run.exhausted = true;
             return Ok(None);
         }
-        match run.source.next_request() {
+        while !run.source_done && run.lookahead.len() < LOOKAHEAD {
+            match run.source.next_request() {
+                None => run.source_done = true,
+                Some(Err(e)) => {
+                    run.source_done = true;
+                    run.source_error = Some(e);
+                }
+                Some(Ok(req)) => {
+                    self.prefetch_request(&req, false);
+                    run.lookahead.push_back(req);
+                }
+            }
+        }
+        if let Some(req) = run.lookahead.get(DEPENDENT_STAGE) {
+            self.prefetch_request(req, true);
+        }
+        match run.lookahead.pop_front() {
+            Some(req) => Ok(Some(req)),
             None => {
                 run.exhausted = true;
-                Ok(None)
+                match run.source_error.take() {
+                    Some(e) => Err(DeviceError::Source(e)),
+                    None => Ok(None),
+                }
             }
-            Some(Err(e)) => {
-                run.exhausted = true;
-                Err(DeviceError::Source(e))
-            }
-            Some(Ok(req)) => Ok(Some(req)),
         }
     }
 

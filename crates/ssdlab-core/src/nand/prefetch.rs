@@ -1,0 +1,20 @@
+//! A software prefetch hint. The mapping tables are far larger than the caches and are indexed
+//! at random, so the FTL asks for the lines it will touch a little ahead of time; this changes
+//! nothing but speed.
+
+/// Hint that `slice[index]` will be read soon (no-op when out of range or off x86-64).
+#[inline(always)]
+pub fn prefetch<T>(slice: &[T], index: usize) {
+    if let Some(item) = slice.get(index) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: PREFETCHT0 only hints the cache; it cannot fault, even on a bad address.
+        #[allow(unused_unsafe)]
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                item as *const T as *const i8,
+            );
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = item;
+    }
+}
