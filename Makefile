@@ -72,7 +72,7 @@ fmt: venv ## format Rust and Python sources in place (and apply ruff's safe fixe
 	$(BIN)/ruff format python tests
 
 fuzz-smoke: ## run the proptest fuzz tests of the workload parsers (PROPTEST_CASES=256)
-	PROPTEST_CASES=$(PROPTEST_CASES) cargo test --release -p ssdlab-workload fuzz
+	PROPTEST_CASES=$(PROPTEST_CASES) cargo test --release -p ssdlab-workload props
 
 clean: ## remove build outputs, the virtual environment and caches
 	cargo clean
