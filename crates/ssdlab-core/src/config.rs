@@ -533,7 +533,8 @@ impl Config {
                 ),
             ));
         }
-        // Page offsets within a block are kept in 16 bits by the block table.
+        // Bounded so that a block's page offsets fit the 16-bit sequence field of the OOB layout
+        // and per-block counters stay small.
         if g.pages_per_block > 65_535 {
             return Err(invalid(
                 "geometry.pages_per_block",

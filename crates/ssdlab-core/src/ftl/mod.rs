@@ -4,7 +4,8 @@
 //! host page it returns where the data goes and pushes the flash commands its own bookkeeping
 //! needs (GC moves and erases, and for cached-mapping FTLs translation-page traffic) into a
 //! [`FlashOp`] list that the device then times on the hardware and applies to stored data.
-//! DFTL, a hybrid FTL and the host-managed (NoFTL) mode implement the same trait.
+//! The page-mapping FTL is the one built; DFTL, a hybrid FTL and the host-managed (NoFTL) mode
+//! are meant to implement the same trait.
 
 mod page_map;
 
