@@ -533,8 +533,8 @@ impl Config {
                 ),
             ));
         }
-        // Bounded so that a block's page offsets fit the 16-bit sequence field of the OOB layout
-        // and per-block counters stay small.
+        // Real parts have a few thousand pages per block at most: a larger figure is a typo
+        // (a byte count given as a page count, say), caught here rather than as a huge device.
         if g.pages_per_block > 65_535 {
             return Err(invalid(
                 "geometry.pages_per_block",
