@@ -58,6 +58,7 @@ test: build ## build, then run every Rust and Python test
 
 bench: build ## build, then run the simulator-speed benchmark and the Python benchmarks
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed
+	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --op 0.28
 	@$(BIN)/pytest -m bench -q || { status=$$?; [ $$status -eq 5 ] || exit $$status; }
 
 lint: venv ## check formatting and lints: cargo fmt, clippy (warnings are errors), ruff

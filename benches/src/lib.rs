@@ -11,11 +11,13 @@ use std::time::Instant;
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Params {
-    /// Blocks per plane (sets the capacity; 368 gives a 64 GiB logical device).
+    /// Blocks per plane (sets the capacity; 368 at 7% OP gives a 64 GiB logical device).
     pub blocks_per_plane: u32,
     pub requests: u64,
     pub queue_depth: u32,
     pub seed: u64,
+    /// Over-provisioning as a fraction of logical capacity (sets the steady-state WAF).
+    pub over_provisioning: f64,
 }
 
 impl Params {
@@ -26,15 +28,17 @@ impl Params {
             requests: 8_000_000,
             queue_depth: 32,
             seed: 1,
+            over_provisioning: 0.07,
         }
     }
     /// A seconds-long version for the test suite.
     pub fn tiny() -> Params {
         Params {
-            blocks_per_plane: 16,
+            blocks_per_plane: 32,
             requests: 50_000,
             queue_depth: 32,
             seed: 1,
+            over_provisioning: 0.25,
         }
     }
 }
@@ -69,7 +73,10 @@ fn overrides(p: &Params) -> Vec<(String, String)> {
         ("geometry.blocks_per_plane", p.blocks_per_plane.to_string()),
         ("geometry.pages_per_block", "384".to_string()),
         ("geometry.page_size_bytes", "4096".to_string()),
-        ("geometry.over_provisioning", "0.07".to_string()),
+        (
+            "geometry.over_provisioning",
+            p.over_provisioning.to_string(),
+        ),
         ("stats.interval_ns", "100000000".to_string()),
     ]
     .into_iter()

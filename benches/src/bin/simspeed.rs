@@ -1,17 +1,34 @@
-//! `simspeed [--tiny]`: the simulator-speed benchmark of BENCHMARKS.md. Prints a table and a
-//! JSON line; targets: >= 2 M random writes/s in GC steady state, >= 4 M random reads/s, and
-//! <= 16 bytes of device state per physical page.
+//! `simspeed [--tiny] [--op FRACTION]`: the simulator-speed benchmark of BENCHMARKS.md. Prints
+//! a table and a JSON line; targets: >= 2 M random writes/s in GC steady state, >= 4 M random
+//! reads/s, and <= 16 bytes of device state per physical page. `--op` sets over-provisioning
+//! (default 0.07); the logical capacity is kept at 64 GiB by scaling the blocks per plane.
 
 use ssdlab_benches::{run, Params};
 
 fn main() {
-    let tiny = std::env::args().any(|a| a == "--tiny");
-    let params = if tiny { Params::tiny() } else { Params::full() };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let tiny = args.iter().any(|a| a == "--tiny");
+    let mut params = if tiny { Params::tiny() } else { Params::full() };
+    if let Some(i) = args.iter().position(|a| a == "--op") {
+        let op: f64 = match args.get(i + 1).and_then(|v| v.parse().ok()) {
+            Some(op) if op > 0.0 && op < 10.0 => op,
+            _ => {
+                eprintln!("simspeed: --op: expected a fraction of logical capacity such as 0.28");
+                std::process::exit(2);
+            }
+        };
+        if !tiny {
+            // Keep 64 GiB logical: physical blocks grow with (1 + op).
+            params.blocks_per_plane = (368.0 * (1.0 + op) / 1.07).ceil() as u32;
+        }
+        params.over_provisioning = op;
+    }
     eprintln!(
-        "simspeed: {} requests per phase, QD {}, {} blocks per plane{}",
+        "simspeed: {} requests per phase, QD {}, {} blocks per plane, OP {}{}",
         params.requests,
         params.queue_depth,
         params.blocks_per_plane,
+        params.over_provisioning,
         if tiny { " (tiny)" } else { "" }
     );
     let r = run(&params);

@@ -191,8 +191,9 @@ impl PageMapFtl {
         }
         let handle = self.block_handle[v] as u32;
         let first = self.geo.first_page(victim);
-        // Gather the valid pages first and prefetch their mapping entries, so that the random
-        // L2P updates below overlap their cache misses instead of paying them one by one.
+        // Gather the valid pages first, then update their random L2P entries with prefetches a
+        // fixed distance ahead: misses overlap each other and the work in between, without
+        // flooding the cache's miss buffers with a whole block's worth at once.
         let mut pages = std::mem::take(&mut self.victim_pages);
         pages.clear();
         let mut remaining = self.valid_pages[v];
@@ -203,12 +204,18 @@ impl PageMapFtl {
             let lpa = self.p2l[src as usize];
             if lpa != NONE {
                 remaining -= 1;
-                prefetch(&self.l2p, lpa as usize);
                 pages.push((src, lpa));
             }
         }
+        const AHEAD: usize = 8;
+        for &(_, lpa) in pages.iter().take(AHEAD) {
+            prefetch(&self.l2p, lpa as usize);
+        }
         let mut result = Ok(());
-        for &(src, lpa) in &pages {
+        for (i, &(src, lpa)) in pages.iter().enumerate() {
+            if let Some(&(_, next)) = pages.get(i + AHEAD) {
+                prefetch(&self.l2p, next as usize);
+            }
             let dst = match self.allocate(plane, handle, GC, now_ns, ops) {
                 Ok(dst) => dst,
                 Err(e) => {

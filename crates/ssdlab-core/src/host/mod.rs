@@ -145,6 +145,8 @@ pub struct Device {
     txns: Vec<PageTxn>,
     groups: Vec<(u64, u64)>,
     bg_cursor: u32,
+    /// Host-link time of one full page (the common case, without a division).
+    page_link_ns: u64,
     work: RequestWork,
     run: Option<Box<run::RunState>>,
 }
@@ -165,6 +167,10 @@ impl Device {
     pub fn new(config: Config, seed: u64, store_data: bool) -> Device {
         let derived = config.derived();
         let geo = Geometry::new(&config, &derived);
+        let page_link_ns = match config.host.link_mbps {
+            0 => 0,
+            mbps => (config.geometry.page_size_bytes as u64 * 1000).div_ceil(mbps),
+        };
         let ftl = build_ftl(&config, &geo, derived.logical_pages);
         let timeline = Timeline::new(
             derived.dies,
@@ -198,6 +204,7 @@ impl Device {
             txns: Vec::with_capacity(64),
             groups: Vec::with_capacity(64),
             bg_cursor: 0,
+            page_link_ns,
             work: RequestWork::default(),
             run: None,
         }
@@ -245,6 +252,9 @@ impl Device {
 
     #[inline]
     fn link_ns(&self, bytes: u64) -> u64 {
+        if bytes == self.page_size() as u64 {
+            return self.page_link_ns;
+        }
         match self.config.host.link_mbps {
             0 => 0,
             mbps => (bytes * 1000).div_ceil(mbps),
