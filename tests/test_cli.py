@@ -369,3 +369,32 @@ def test_output_into_a_missing_directory_fails_before_the_run(capsys, randrw_job
     status, _, err = run_cli(capsys, "run", PRESET, str(randrw_job), "--output", str(target))
     assert status == 2
     assert_clean_error(err, "no such directory")
+
+
+def test_request_log_and_time_series_files(capsys, randrw_job, tmp_path):
+    log_path, series_path = tmp_path / "requests.csv", tmp_path / "series.json"
+    report = run_json(
+        capsys, randrw_job, "--request-log", str(log_path), "--time-series", str(series_path)
+    )
+    (job,) = report["jobs"]
+    total = job["read"]["total_ios"] + job["write"]["total_ios"]
+    lines = log_path.read_text().splitlines()
+    assert lines[0].split(",") == [
+        "request", "op", "logical_sector", "size_bytes", "duration_ns", "flash_reads",
+        "flash_writes", "oob_reads", "oob_writes", "erases", "physical_sector",
+        "flash_duration_ns",
+    ]  # fmt: skip
+    rows = [line.split(",") for line in lines[1:]]
+    assert len(rows) == total
+    assert [int(r[0]) for r in rows] == list(range(1, total + 1))
+    writes = [r for r in rows if r[1] == "write"]
+    assert writes
+    assert all(int(r[3]) == 4096 and int(r[6]) >= 1 for r in writes)
+    assert all(int(r[4]) > 0 for r in rows)
+    # Flash programs in the log add up to what the device counted.
+    assert sum(int(r[6]) for r in rows) == report["ssd"]["flash"]["programs"]
+    series = json.loads(series_path.read_text())
+    assert sum(row["reads"] + row["writes"] for row in series) == total
+    assert sum(row["host_pages_written"] for row in series) == report["ssd"]["host_pages_written"]
+    starts = [row["start_ns"] for row in series]
+    assert starts == sorted(starts)

@@ -10,6 +10,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -114,6 +115,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--output", metavar="FILE", help="write the results to FILE, not stdout")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument(
+        "--request-log",
+        metavar="FILE",
+        help="write the per-request log (request #, op, sectors, flash work, durations) as CSV",
+    )
+    run.add_argument(
+        "--time-series",
+        metavar="FILE",
+        help="write the per-interval time series (stats.interval_ns wide) as JSON",
+    )
+    run.add_argument(
         "--store-data", action="store_true", help="keep written data (reads return it)"
     )
     run.set_defaults(func=_cmd_run)
@@ -159,10 +170,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     workload = args.job if args.job is not None else args.trace
     if not os.path.isfile(workload):
         raise UsageError(f"{workload}: no such file")
-    if args.output is not None and not os.path.isdir(os.path.dirname(args.output) or "."):
-        raise UsageError(f"--output {args.output}: no such directory")  # fail before the run
+    for option, path in (
+        ("--output", args.output),
+        ("--request-log", args.request_log),
+        ("--time-series", args.time_series),
+    ):
+        if path is not None and not os.path.isdir(os.path.dirname(path) or "."):
+            raise UsageError(f"{option} {path}: no such directory")  # fail before the run
 
     overrides = parse_overrides(args.overrides)
+    if args.request_log is not None:
+        overrides.append(("stats.request_log", "true"))
     if args.job is not None:  # check the job file before any simulation work
         _core.job_names(args.job)
     device = Device(args.config, seed=args.seed, overrides=overrides, store_data=args.store_data)
@@ -190,6 +208,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         with open(args.output, "w", encoding="utf-8") as out:
             out.write(text)
+    if args.request_log is not None:
+        with open(args.request_log, "w", encoding="utf-8") as out:
+            out.write(device.request_log_csv())
+    if args.time_series is not None:
+        with open(args.time_series, "w", encoding="utf-8") as out:
+            json.dump(device.time_series(), out, indent=1)
     return EXIT_OK
 
 
@@ -245,7 +269,8 @@ def _format_ssd(lines: list[str], ssd: dict[str, Any]) -> None:
         f"  erases per block: min={erases.get('min', 0)}, mean={erases.get('mean', 0):.2f}, "
         f"max={erases.get('max', 0)}, stddev={erases.get('stddev', 0):.2f}"
     )
-    lines.append(f"  energy={ssd.get('energy_j', 0):.4f}J, average power={ssd.get('energy', {}).get('average_power_w', 0):.3f}W")
+    power = ssd.get("energy", {}).get("average_power_w", 0)
+    lines.append(f"  energy={ssd.get('energy_j', 0):.4f}J, average power={power:.3f}W")
     lines.append(f"  sim time={ssd.get('sim_time_ns', 0) / 1e9:.6f}s")
 
 

@@ -337,6 +337,10 @@ class Device:
         """Per-interval rows (for plots)."""
         return json.loads(self._handle.time_series())
 
+    def request_log_csv(self) -> str:
+        """The per-request log as CSV text (rows only with ``stats.request_log = true``)."""
+        return self._handle.request_log_csv()
+
     # -- internals -------------------------------------------------------------------------------
 
     def _drive(self, label: str, progress: bool | None) -> JobResult:
