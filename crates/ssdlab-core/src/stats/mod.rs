@@ -166,7 +166,6 @@ pub struct FlashCounters {
     pub multi_plane_ops: u64,
     pub rmw_reads: u64,
     pub gc_busy_ns: u64,
-    pub deadline_misses: u64,
 }
 
 /// One interval of the time series.
