@@ -1,0 +1,209 @@
+//! Swarm test: random device shapes, policies, hints and request mixes, each run in data-driven
+//! mode against a shadow copy of the logical space, with the accounting invariants checked at
+//! the end. A failure prints the seed that replays it.
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use ssdlab_core::request::{SeaClass, WriteLife};
+use ssdlab_core::{Device, Hint, HostRequest, Op};
+
+fn random_device(rng: &mut Xoshiro256PlusPlus, seed: u64) -> Device {
+    let cell = ["slc", "mlc", "tlc", "qlc"][rng.gen_range(0..4)];
+    let bits = match cell {
+        "slc" => 1,
+        "mlc" => 2,
+        "tlc" => 3,
+        _ => 4,
+    };
+    let handles = rng.gen_range(1..=4u32);
+    let pages_per_block = bits * 12 * rng.gen_range(1..=2u32);
+    let overrides: Vec<(String, String)> = [
+        ("cell.type", format!("\"{cell}\"")),
+        ("cell.program_ns", "[200000]".to_string()),
+        ("geometry.channels", rng.gen_range(1..=3u32).to_string()),
+        (
+            "geometry.chips_per_channel",
+            rng.gen_range(1..=2u32).to_string(),
+        ),
+        (
+            "geometry.dies_per_chip",
+            rng.gen_range(1..=2u32).to_string(),
+        ),
+        (
+            "geometry.planes_per_die",
+            rng.gen_range(1..=2u32).to_string(),
+        ),
+        (
+            "geometry.blocks_per_plane",
+            rng.gen_range(48..=72u32).to_string(),
+        ),
+        ("geometry.pages_per_block", pages_per_block.to_string()),
+        (
+            "geometry.page_size_bytes",
+            ["2048", "4096"][rng.gen_range(0..2)].to_string(),
+        ),
+        ("geometry.over_provisioning", "0.4".to_string()),
+        (
+            "ftl.gc_policy",
+            ["greedy", "cost_benefit", "fifo"][rng.gen_range(0..3)].to_string(),
+        ),
+        (
+            "ftl.wear_leveling",
+            ["dynamic", "none"][rng.gen_range(0..2)].to_string(),
+        ),
+        ("ftl.gc_copyback", rng.gen_bool(0.5).to_string()),
+        ("ftl.gc_bg_idle_ns", "100000".to_string()),
+        ("placement.handles", handles.to_string()),
+        ("placement.honor_hints", rng.gen_bool(0.8).to_string()),
+        (
+            "controller.write_buffer_pages",
+            ["0", "8"][rng.gen_range(0..2)].to_string(),
+        ),
+        ("channel.cache_read", rng.gen_bool(0.5).to_string()),
+        ("channel.cache_program", rng.gen_bool(0.5).to_string()),
+        ("host.melded_reads", rng.gen_bool(0.5).to_string()),
+        ("ecc.codeword_bytes", "512".to_string()),
+        ("stats.request_log", "true".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    Device::from_toml("", "swarm", &overrides, seed, true)
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"))
+}
+
+fn random_hint(rng: &mut Xoshiro256PlusPlus, handles: u16) -> Hint {
+    let mut hint = Hint::default();
+    match rng.gen_range(0..6) {
+        0 => hint.placement_id = Some(rng.gen_range(0..handles)),
+        1 => hint.stream = Some(rng.gen_range(0..handles)),
+        2 => {
+            hint.sea_class = Some(if rng.gen_bool(0.5) {
+                SeaClass::Dyn
+            } else {
+                SeaClass::Stat
+            })
+        }
+        3 => hint.write_life = WriteLife::from_index(rng.gen_range(0..6)),
+        4 => hint.read_group = Some(rng.gen_range(0..100)),
+        _ => {}
+    }
+    hint
+}
+
+#[test]
+fn random_devices_keep_data_and_accounting() {
+    let mut seeds_with_gc = 0;
+    for seed in 0..24u64 {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut dev = random_device(&mut rng, seed);
+        let handles = dev.config().placement.handles as u16;
+        let page = dev.page_size() as u64;
+        let capacity = dev.logical_bytes();
+        let mut shadow = vec![0u8; capacity as usize];
+        let requests = 4_000;
+        for i in 0..requests {
+            if rng.gen_bool(0.05) {
+                dev.advance_to(dev.now_ns() + rng.gen_range(0..2_000_000));
+            }
+            let len = if rng.gen_bool(0.7) {
+                page * rng.gen_range(1..=4)
+            } else {
+                rng.gen_range(1..3 * page)
+            };
+            let offset = if rng.gen_bool(0.7) {
+                rng.gen_range(0..(capacity - len) / page) * page
+            } else {
+                rng.gen_range(0..capacity - len)
+            };
+            let mut req = HostRequest::new(Op::Write, offset, len);
+            match rng.gen_range(0..10) {
+                0..=4 => {
+                    req.hint = random_hint(&mut rng, handles);
+                    let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                    dev.submit(&req, Some(&data), None)
+                        .unwrap_or_else(|e| panic!("seed {seed} #{i}: {e}"));
+                    shadow[offset as usize..(offset + len) as usize].copy_from_slice(&data);
+                }
+                5..=7 => {
+                    req.op = Op::Read;
+                    let mut out = vec![0u8; len as usize];
+                    dev.submit(&req, None, Some(&mut out))
+                        .unwrap_or_else(|e| panic!("seed {seed} #{i}: {e}"));
+                    assert!(
+                        out == shadow[offset as usize..(offset + len) as usize],
+                        "seed {seed} #{i}: read {offset}+{len} returned other data"
+                    );
+                }
+                8 => {
+                    req.op = Op::Trim;
+                    dev.submit(&req, None, None)
+                        .unwrap_or_else(|e| panic!("seed {seed} #{i}: {e}"));
+                    // Whole pages inside the range are deallocated and read back as zeros.
+                    let first = offset.div_ceil(page) * page;
+                    let end = (offset + len) / page * page;
+                    if end > first {
+                        shadow[first as usize..end as usize].fill(0);
+                    }
+                }
+                _ => {
+                    req.op = Op::Flush;
+                    req.length = 0;
+                    req.offset = 0;
+                    dev.submit(&req, None, None)
+                        .unwrap_or_else(|e| panic!("seed {seed} #{i}: {e}"));
+                }
+            }
+        }
+        dev.ftl()
+            .check_invariants()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let ftl = dev.ftl().counters();
+        let flash = dev.flash_counters();
+        assert_eq!(
+            flash.programs,
+            ftl.flash_pages_programmed(),
+            "seed {seed}: every program is a host page or a GC move"
+        );
+        assert_eq!(flash.erases, ftl.erases, "seed {seed}");
+        let erase_sum: u64 = dev.ftl().erase_counts().iter().map(|&c| c as u64).sum();
+        assert_eq!(
+            erase_sum, ftl.erases,
+            "seed {seed}: per-block erase counts add up"
+        );
+        let handle_host: u64 = dev
+            .ftl()
+            .handle_counters()
+            .iter()
+            .map(|h| h.host_bytes_written)
+            .sum();
+        assert_eq!(
+            handle_host,
+            ftl.host_pages_written * page,
+            "seed {seed}: FDP host bytes add up"
+        );
+        let handle_media: u64 = dev
+            .ftl()
+            .handle_counters()
+            .iter()
+            .map(|h| h.media_bytes_written)
+            .sum();
+        assert_eq!(
+            handle_media,
+            ftl.flash_pages_programmed() * page,
+            "seed {seed}: FDP media bytes add up"
+        );
+        let log = dev.request_log().expect("request log enabled");
+        assert_eq!(log.len(), requests, "seed {seed}");
+        let logged_programs: u64 = log.iter().map(|r| r.flash_writes as u64).sum();
+        assert_eq!(
+            logged_programs, flash.programs,
+            "seed {seed}: the request log accounts for every program"
+        );
+        seeds_with_gc += (ftl.gc_invocations > 0) as u32;
+    }
+    assert!(
+        seeds_with_gc >= 8,
+        "only {seeds_with_gc} of 24 devices ran GC: the swarm must exercise it"
+    );
+}
