@@ -148,7 +148,8 @@ impl PageMapFtl {
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
     ) -> Result<(), FtlError> {
-        // Each victim has fewer valid pages than a block, so each round frees net space; the
+        // A victim with invalid pages frees net space; FIFO may pick a fully valid one that frees
+        // nothing, so the
         // bound turns a policy that stops making progress into an error instead of a spin.
         let mut rounds = 0;
         while self.pools[plane as usize].len() <= self.fg_free_blocks {
@@ -186,9 +187,8 @@ impl PageMapFtl {
         };
         let victim = (base + index) as u32;
         let v = victim as usize;
-        if self.valid_pages[v] == self.geo.pages_per_block {
-            return Err(FtlError::NoSpace { plane });
-        }
+        // A fully valid victim frees nothing now (FIFO may pick one legitimately); the caller's
+        // bounded loop turns a plane that never gains space into `NoSpace`.
         let handle = self.block_handle[v] as u32;
         let first = self.geo.first_page(victim);
         // Gather the valid pages first, then update their random L2P entries with prefetches a
