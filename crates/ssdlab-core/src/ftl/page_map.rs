@@ -149,8 +149,7 @@ impl PageMapFtl {
         ops: &mut Vec<FlashOp>,
     ) -> Result<(), FtlError> {
         // A victim with invalid pages frees net space; FIFO may pick a fully valid one that frees
-        // nothing, so the
-        // bound turns a policy that stops making progress into an error instead of a spin.
+        // nothing, so the bound turns a plane that stops gaining space into an error, not a spin.
         let mut rounds = 0;
         while self.pools[plane as usize].len() <= self.fg_free_blocks {
             if !self.collect(plane, now_ns, ops)? {
