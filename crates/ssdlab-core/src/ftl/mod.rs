@@ -54,6 +54,18 @@ pub enum FlashOp {
     },
 }
 
+/// One host page to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageWrite {
+    pub lpa: u64,
+    /// Placement handle (write frontier) resolved from the request's hints.
+    pub handle: u32,
+    /// Simulated time of the write (block age for cost-benefit GC).
+    pub now_ns: u64,
+    /// Bytes of this page the host actually wrote (less than a page for sub-page writes).
+    pub host_bytes: u32,
+}
+
 /// Where a host page write went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteOutcome {
@@ -85,14 +97,8 @@ pub trait Ftl: Send {
     fn name(&self) -> &'static str;
     /// The physical page holding `lpa`, if mapped; translation work goes into `ops`.
     fn lookup(&mut self, lpa: u64, ops: &mut Vec<FlashOp>) -> Option<u32>;
-    /// Map `lpa` to a fresh page of placement handle `handle`; foreground GC goes into `ops`.
-    fn write(
-        &mut self,
-        lpa: u64,
-        handle: u32,
-        now_ns: u64,
-        ops: &mut Vec<FlashOp>,
-    ) -> Result<WriteOutcome, FtlError>;
+    /// Map `page.lpa` to a fresh page of its placement handle; foreground GC goes into `ops`.
+    fn write(&mut self, page: PageWrite, ops: &mut Vec<FlashOp>) -> Result<WriteOutcome, FtlError>;
     /// Speed hint: `lpa` will be looked up or written soon (stage 1: its mapping entry).
     fn prefetch(&self, _lpa: u64) {}
     /// Speed hint, a few requests later than [`Ftl::prefetch`]: the entries that depend on the

@@ -9,7 +9,7 @@
 //! [`FreeBlockPool`]. State is kept in flat arrays (4 bytes per logical page, 4 per physical page
 //! plus a few dozen per block) so that a 1 TiB device fits in about 2 GB.
 
-use super::{FlashOp, Ftl, FtlCounters, FtlError, Purpose, WriteOutcome};
+use super::{FlashOp, Ftl, FtlCounters, FtlError, PageWrite, Purpose, WriteOutcome};
 use crate::config::Config;
 use crate::gc::{victim_policy, BlockState, PlaneView, VictimPolicy};
 use crate::nand::prefetch::prefetch;
@@ -263,13 +263,13 @@ impl Ftl for PageMapFtl {
         (ppa != NONE).then_some(ppa)
     }
 
-    fn write(
-        &mut self,
-        lpa: u64,
-        handle: u32,
-        now_ns: u64,
-        ops: &mut Vec<FlashOp>,
-    ) -> Result<WriteOutcome, FtlError> {
+    fn write(&mut self, page: PageWrite, ops: &mut Vec<FlashOp>) -> Result<WriteOutcome, FtlError> {
+        let PageWrite {
+            lpa,
+            handle,
+            now_ns,
+            host_bytes,
+        } = page;
         let h = handle as usize;
         let position = self.cursor[h];
         self.cursor[h] = if position + 1 == self.geo.planes {
@@ -291,7 +291,7 @@ impl Ftl for PageMapFtl {
         self.last_write_ns[block] = now_ns;
         self.counters.host_pages_written += 1;
         let counters = &mut self.handle_counters[h];
-        counters.host_bytes_written += self.geo.page_size_bytes as u64;
+        counters.host_bytes_written += host_bytes as u64;
         counters.media_bytes_written += self.geo.page_size_bytes as u64;
         Ok(WriteOutcome {
             old: (old != NONE).then_some(old),
@@ -444,7 +444,15 @@ mod tests {
                 } else {
                     let handle = rng.gen_range(0..2);
                     let out = ftl
-                        .write(lpa, handle, step, &mut ops)
+                        .write(
+                            PageWrite {
+                                lpa,
+                                handle,
+                                now_ns: step,
+                                host_bytes: 4096,
+                            },
+                            &mut ops,
+                        )
                         .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                     assert_eq!(
                         out.old.is_some(),
@@ -481,7 +489,17 @@ mod tests {
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
         for i in 0..50_000u64 {
             let lpa = rng.gen_range(0..logical);
-            ftl.write(lpa, (lpa >= half) as u32, i, &mut ops).unwrap();
+            let handle = (lpa >= half) as u32;
+            ftl.write(
+                PageWrite {
+                    lpa,
+                    handle,
+                    now_ns: i,
+                    host_bytes: 4096,
+                },
+                &mut ops,
+            )
+            .unwrap();
             ops.clear();
         }
         for lpa in 0..logical {

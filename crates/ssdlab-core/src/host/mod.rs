@@ -16,7 +16,7 @@ pub use run::{Loop, Progress, RunSpec};
 
 use crate::config::{Config, ConfigError, Derived, UnmappedRead};
 use crate::ecc;
-use crate::ftl::{build_ftl, FlashOp, Ftl, FtlError, Purpose};
+use crate::ftl::{build_ftl, FlashOp, Ftl, FtlError, PageWrite, Purpose};
 use crate::nand::store::PageStore;
 use crate::nand::timing::Timeline;
 use crate::nand::Geometry;
@@ -768,7 +768,13 @@ impl Device {
             }
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
-            let outcome = self.ftl.write(lpa, handle, start, &mut ops);
+            let page_write = PageWrite {
+                lpa,
+                handle,
+                now_ns: start,
+                host_bytes: (hi - lo) as u32,
+            };
+            let outcome = self.ftl.write(page_write, &mut ops);
             if !ops.is_empty() {
                 self.apply_ftl_ops(&ops, start);
             }
@@ -900,7 +906,16 @@ impl Device {
         let mut written = 0u64;
         let write =
             |dev: &mut Device, lpa: u64, ops: &mut Vec<FlashOp>| -> Result<(), DeviceError> {
-                dev.ftl.write(lpa, 0, 0, ops)?;
+                let page_bytes = dev.page_size();
+                dev.ftl.write(
+                    PageWrite {
+                        lpa,
+                        handle: 0,
+                        now_ns: 0,
+                        host_bytes: page_bytes,
+                    },
+                    ops,
+                )?;
                 if let Some(store) = &mut dev.store {
                     for op in ops.iter() {
                         match *op {

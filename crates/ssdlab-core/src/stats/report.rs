@@ -155,6 +155,11 @@ pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
             "host_bytes_written": totals.host_bytes_written,
             "media_bytes_written": totals.media_bytes_written,
             "media_bytes_erased": totals.media_bytes_erased,
+            // FDP's write amplification: media bytes over host bytes. It exceeds `waf` (pages)
+            // when the host writes less than a page at a time.
+            "waf_bytes": if totals.host_bytes_written == 0 { 0.0 } else {
+                totals.media_bytes_written as f64 / totals.host_bytes_written as f64
+            },
         }},
         "flash": r.flash,
         "trimmed_pages": r.ftl.trimmed_pages,
