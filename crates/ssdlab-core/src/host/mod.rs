@@ -302,13 +302,13 @@ impl Device {
         let issue = self.now_ns;
         let completion = self.execute(req, issue, data, out)?;
         self.now_ns = completion.complete_ns;
-        let counters = self.series_counters();
+        let ftl = &self.ftl;
         self.series.record(
             completion.complete_ns,
             req.op == Op::Read,
             req.length,
             completion.latency_ns(),
-            counters,
+            || series_counters(ftl.as_ref()),
         );
         Ok(completion)
     }
@@ -319,13 +319,7 @@ impl Device {
     }
 
     pub(crate) fn series_counters(&self) -> [u64; 4] {
-        let c = self.ftl.counters();
-        [
-            c.host_pages_written,
-            c.flash_pages_programmed(),
-            c.gc_pages_moved,
-            c.erases,
-        ]
+        series_counters(self.ftl.as_ref())
     }
 
     /// Speed hint from the run loop: `req` will be issued soon. Stage 1 fetches its mapping
@@ -1034,6 +1028,17 @@ impl Device {
         self.series.flush(counters);
         &self.series.rows
     }
+}
+
+/// The FTL counters the time series tracks: host pages, flash pages, GC moves, erases.
+pub(crate) fn series_counters(ftl: &dyn Ftl) -> [u64; 4] {
+    let c = ftl.counters();
+    [
+        c.host_pages_written,
+        c.flash_pages_programmed(),
+        c.gc_pages_moved,
+        c.erases,
+    ]
 }
 
 /// Byte range [lo, hi) of page `lpa` that request `req` covers, relative to the page start.

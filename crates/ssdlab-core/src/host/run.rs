@@ -11,7 +11,7 @@
 use super::{Device, DeviceError};
 use crate::request::{HostRequest, Op, RequestSource};
 use crate::stats::{job_json, JobStats};
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 /// Requests pulled from the source ahead of issue, so that their mapping entries can be
@@ -51,7 +51,6 @@ pub struct Progress {
 #[derive(Debug, Clone, Copy)]
 struct InFlight {
     complete_ns: u64,
-    seq: u64,
     arrival_ns: u64,
     issue_ns: u64,
     op: Op,
@@ -59,21 +58,60 @@ struct InFlight {
     failed: bool,
 }
 
-impl PartialEq for InFlight {
-    fn eq(&self, other: &Self) -> bool {
-        (self.complete_ns, self.seq) == (other.complete_ns, other.seq)
-    }
+/// Outstanding requests ordered by (completion time, issue sequence). The heap holds packed
+/// `u128` keys (completion << 64 | sequence << 16 | slot) and the payloads sit in a slot table,
+/// so that reordering the heap moves 16 bytes per entry rather than a whole request.
+struct InFlightSet {
+    heap: BinaryHeap<Reverse<u128>>,
+    slots: Vec<InFlight>,
+    free: Vec<u16>,
 }
-impl Eq for InFlight {}
-impl PartialOrd for InFlight {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+
+impl InFlightSet {
+    /// Queue depths above this do not fit the 16-bit slot field.
+    const MAX_DEPTH: u32 = 1 << 16;
+
+    fn new(depth: usize) -> Self {
+        InFlightSet {
+            heap: BinaryHeap::with_capacity(depth + 1),
+            slots: Vec::with_capacity(depth),
+            free: Vec::with_capacity(depth),
+        }
     }
-}
-impl Ord for InFlight {
-    // Reversed: BinaryHeap is a max-heap and we want the earliest completion first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.complete_ns, other.seq).cmp(&(self.complete_ns, self.seq))
+
+    fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    fn push(&mut self, seq: u64, f: InFlight) {
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = f;
+                slot
+            }
+            None => {
+                self.slots.push(f);
+                (self.slots.len() - 1) as u16
+            }
+        };
+        let order = (seq & ((1 << 48) - 1)) << 16 | slot as u64;
+        self.heap
+            .push(Reverse((f.complete_ns as u128) << 64 | order as u128));
+    }
+
+    fn earliest_ns(&self) -> Option<u64> {
+        self.heap.peek().map(|Reverse(key)| (key >> 64) as u64)
+    }
+
+    fn pop(&mut self) -> Option<InFlight> {
+        let Reverse(key) = self.heap.pop()?;
+        let slot = (key & 0xFFFF) as u16;
+        self.free.push(slot);
+        Some(self.slots[slot as usize])
     }
 }
 
@@ -83,7 +121,7 @@ pub(crate) struct RunState {
     pacing: Loop,
     stop_issuing_ns: Option<u64>,
     count_from_ns: u64,
-    in_flight: BinaryHeap<InFlight>,
+    in_flight: InFlightSet,
     pending: Option<HostRequest>,
     lookahead: VecDeque<HostRequest>,
     /// The source has ended (or failed: the error waits here until the lookahead drains).
@@ -104,8 +142,8 @@ impl Device {
         if self.run.is_some() {
             return Err(DeviceError::Run("a run is already in progress"));
         }
-        if spec.queue_depth == 0 {
-            return Err(DeviceError::Run("queue depth must be at least 1"));
+        if spec.queue_depth == 0 || spec.queue_depth > InFlightSet::MAX_DEPTH {
+            return Err(DeviceError::Run("queue depth must be between 1 and 65536"));
         }
         if let Loop::Open { time_scale } = spec.pacing {
             if !(time_scale.is_finite() && time_scale > 0.0) {
@@ -120,7 +158,7 @@ impl Device {
             pacing: spec.pacing,
             stop_issuing_ns: spec.runtime_ns.map(|r| start + r),
             count_from_ns: start + spec.ramp_ns.unwrap_or(0),
-            in_flight: BinaryHeap::with_capacity(spec.queue_depth as usize + 1),
+            in_flight: InFlightSet::new(spec.queue_depth as usize),
             pending: None,
             lookahead: VecDeque::with_capacity(LOOKAHEAD + 1),
             source_done: false,
@@ -201,15 +239,17 @@ impl Device {
                     source: Box::new(e),
                 })?;
         run.job.first_issue_ns.get_or_insert(issue_ns);
-        run.in_flight.push(InFlight {
-            complete_ns: completion.complete_ns,
-            seq: run.seq,
-            arrival_ns,
-            issue_ns,
-            op: req.op,
-            bytes: req.length,
-            failed: completion.uncorrectable,
-        });
+        run.in_flight.push(
+            run.seq,
+            InFlight {
+                complete_ns: completion.complete_ns,
+                arrival_ns,
+                issue_ns,
+                op: req.op,
+                bytes: req.length,
+                failed: completion.uncorrectable,
+            },
+        );
         run.seq += 1;
         Ok(())
     }
@@ -221,13 +261,13 @@ impl Device {
         self.now_ns = self.now_ns.max(f.complete_ns);
         run.completed += 1;
         run.job.last_complete_ns = run.job.last_complete_ns.max(f.complete_ns);
-        let counters = self.series_counters();
+        let ftl = &self.ftl;
         self.series.record(
             f.complete_ns,
             f.op == Op::Read,
             f.bytes,
             f.complete_ns - f.arrival_ns,
-            counters,
+            || super::series_counters(ftl.as_ref()),
         );
         if f.complete_ns < run.count_from_ns {
             return true;
@@ -284,7 +324,7 @@ impl Device {
                     let first = *run.first_arrival.get_or_insert(raw);
                     let arrival = run.start_ns
                         + ((raw.saturating_sub(first)) as f64 * time_scale).round() as u64;
-                    let earliest = run.in_flight.peek().map(|f| f.complete_ns);
+                    let earliest = run.in_flight.earliest_ns();
                     let may_issue = run.in_flight.len() < run.queue_depth
                         && earliest.is_none_or(|c| arrival < c);
                     if may_issue {
