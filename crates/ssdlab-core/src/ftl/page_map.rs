@@ -206,7 +206,7 @@ impl PageMapFtl {
                 pages.push((src, lpa));
             }
         }
-        const AHEAD: usize = 8;
+        const AHEAD: usize = 16;
         for &(_, lpa) in pages.iter().take(AHEAD) {
             prefetch(&self.l2p, lpa as usize);
         }
