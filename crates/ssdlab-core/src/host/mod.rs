@@ -675,17 +675,8 @@ impl Device {
         } else {
             rest = txns;
         }
-        rest.sort_unstable_by_key(|t| (t.die, t.page_in_block, t.plane, t.ppa));
         let mut i = 0;
-        while i < rest.len() {
-            let mut j = i + 1;
-            while j < rest.len()
-                && rest[j].die == rest[i].die
-                && rest[j].page_in_block == rest[i].page_in_block
-                && rest[j].plane != rest[j - 1].plane
-            {
-                j += 1;
-            }
+        while let Some(j) = next_multi_plane_group(&mut rest, i) {
             let n = (j - i) as u32;
             if n == 1 {
                 let (done, bad) = self.host_read_page(rest[i].ppa, rest[i].ready_ns);
@@ -821,20 +812,9 @@ impl Device {
     fn program_grouped(&mut self, txns: &mut [PageTxn]) -> u64 {
         let xfer = self.derived.page_transfer_ns;
         let buffered = self.config.controller.write_buffer_pages > 0;
-        if txns.len() > 1 {
-            txns.sort_unstable_by_key(|t| (t.die, t.page_in_block, t.plane, t.ppa));
-        }
         let mut end = 0;
         let mut i = 0;
-        while i < txns.len() {
-            let mut j = i + 1;
-            while j < txns.len()
-                && txns[j].die == txns[i].die
-                && txns[j].page_in_block == txns[i].page_in_block
-                && txns[j].plane != txns[j - 1].plane
-            {
-                j += 1;
-            }
+        while let Some(j) = next_multi_plane_group(txns, i) {
             let n = (j - i) as u32;
             let group = &txns[i..j];
             let ready = group.iter().map(|t| t.ready_ns).max().unwrap_or(0);
@@ -1028,6 +1008,28 @@ impl Device {
         self.series.flush(counters);
         &self.series.rows
     }
+}
+
+/// Multi-plane grouping: pages of one die at one page offset on different planes run as one
+/// array operation. At `start == 0` the transactions are sorted so that such pages are adjacent;
+/// returns the end of the group that begins at `start`, or `None` past the last one.
+fn next_multi_plane_group(txns: &mut [PageTxn], start: usize) -> Option<usize> {
+    if start >= txns.len() {
+        return None;
+    }
+    if start == 0 && txns.len() > 1 {
+        txns.sort_unstable_by_key(|t| (t.die, t.page_in_block, t.plane, t.ppa));
+    }
+    let first = txns[start];
+    let mut end = start + 1;
+    while end < txns.len()
+        && txns[end].die == first.die
+        && txns[end].page_in_block == first.page_in_block
+        && txns[end].plane != txns[end - 1].plane
+    {
+        end += 1;
+    }
+    Some(end)
 }
 
 /// The FTL counters the time series tracks: host pages, flash pages, GC moves, erases.
