@@ -143,6 +143,8 @@ pub struct Device {
     buffer_last_end_ns: u64,
     ops: Vec<FlashOp>,
     txns: Vec<PageTxn>,
+    /// Pages of a multi-page read left after melding (reused scratch).
+    scratch_txns: Vec<PageTxn>,
     groups: Vec<(u64, u64)>,
     bg_cursor: u32,
     /// Host-link time of one full page (the common case, without a division).
@@ -202,6 +204,7 @@ impl Device {
             buffer_last_end_ns: 0,
             ops: Vec::with_capacity(1024),
             txns: Vec::with_capacity(64),
+            scratch_txns: Vec::with_capacity(64),
             groups: Vec::with_capacity(64),
             bg_cursor: 0,
             page_link_ns,
@@ -614,7 +617,7 @@ impl Device {
             self.groups.push((start, unmapped_bytes));
         }
         // Bytes the host asked for from each page, in transaction order (for partial pages).
-        let txns = std::mem::take(&mut self.txns);
+        let mut txns = std::mem::take(&mut self.txns);
         if txns.len() == 1 {
             let t = txns[0];
             let (done, bad) = self.host_read_page(t.ppa, t.ready_ns);
@@ -623,7 +626,7 @@ impl Device {
             self.groups.push((done, bytes));
         } else if !txns.is_empty() {
             let per_page_bytes = (req.length - unmapped_bytes).div_ceil(txns.len() as u64);
-            uncorrectable |= self.read_grouped(txns.clone(), start, per_page_bytes);
+            uncorrectable |= self.read_grouped(&mut txns, start, per_page_bytes);
         }
         self.txns = txns;
         // The host link carries each group's bytes as its data becomes ready.
@@ -639,11 +642,12 @@ impl Device {
     /// Multi-page read: melded whole-wordline reads where a request wants a whole wordline and
     /// melding is on, multi-plane reads for pages at one page offset on different planes of one
     /// die, single reads otherwise.
-    fn read_grouped(&mut self, mut txns: Vec<PageTxn>, start: u64, per_page_bytes: u64) -> bool {
+    fn read_grouped(&mut self, txns: &mut [PageTxn], start: u64, per_page_bytes: u64) -> bool {
         let xfer = self.derived.page_transfer_ns;
         let bits = self.geo.bits_per_cell as usize;
         let mut uncorrectable = false;
-        let mut rest = Vec::with_capacity(txns.len());
+        let mut rest = std::mem::take(&mut self.scratch_txns);
+        rest.clear();
         if self.config.host.melded_reads && bits > 1 {
             txns.sort_unstable_by_key(|t| t.ppa);
             let mut i = 0;
@@ -673,7 +677,7 @@ impl Device {
                 }
             }
         } else {
-            rest = txns;
+            rest.extend_from_slice(txns);
         }
         let mut i = 0;
         while let Some(j) = next_multi_plane_group(&mut rest, i) {
@@ -702,6 +706,7 @@ impl Device {
             }
             i = j;
         }
+        self.scratch_txns = rest;
         uncorrectable
     }
 
