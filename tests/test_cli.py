@@ -178,30 +178,11 @@ def test_json_keys_are_named_as_fio_names_them(capsys, randrw_job):
 
 
 def test_same_seed_identical_json_different_seed_different_latency(capsys, randrw_job):
-    first = run_cli(
-        capsys,
-        "run",
-        PRESET,
-        str(randrw_job),
-        *set_args(),
-        "--output-format",
-        "json",
-        "--quiet",
-        "--seed",
-        "11",
-    )
-    again = run_cli(
-        capsys,
-        "run",
-        PRESET,
-        str(randrw_job),
-        *set_args(),
-        "--output-format",
-        "json",
-        "--quiet",
-        "--seed",
-        "11",
-    )
+    def run(seed: str) -> tuple[int, str, str]:
+        args = ("--output-format", "json", "--quiet", "--seed", seed)
+        return run_cli(capsys, "run", PRESET, str(randrw_job), *set_args(), *args)
+
+    first, again = run("11"), run("11")
     assert first[0] == again[0] == 0
     assert first[1] == again[1]
     one = json.loads(first[1])["jobs"][0]
