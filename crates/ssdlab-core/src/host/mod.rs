@@ -321,10 +321,6 @@ impl Device {
         self.now_ns = self.now_ns.max(time_ns);
     }
 
-    pub(crate) fn series_counters(&self) -> [u64; 4] {
-        series_counters(self.ftl.as_ref())
-    }
-
     /// Speed hint from the run loop: `req` will be issued soon. Stage 1 fetches its mapping
     /// entry, stage 2 (later) the entries that depend on it.
     #[inline]
@@ -1009,7 +1005,7 @@ impl Device {
 
     /// Close the time series' partial interval and return its rows.
     pub fn time_series_rows(&mut self) -> &[crate::stats::IntervalRow] {
-        let counters = self.series_counters();
+        let counters = series_counters(self.ftl.as_ref());
         self.series.flush(counters);
         &self.series.rows
     }

@@ -349,9 +349,9 @@ impl Device {
             .take()
             .ok_or(DeviceError::Run("no run in progress"))?;
         while self.retire(&mut run) {}
-        let before = run.job.clone();
+
         let ssd_job = serde_json::json!({ "sim_time_ns": self.now_ns - run.start_ns });
-        Ok(job_json(&before, ssd_job))
+        Ok(job_json(&run.job, ssd_job))
     }
 
     /// Run a workload to the end and return its job object.
