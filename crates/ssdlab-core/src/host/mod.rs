@@ -316,6 +316,54 @@ impl Device {
         Ok(completion)
     }
 
+    /// Submit one request issued at `issue_ns` by a host that keeps its own clock (the NBD
+    /// emulator: wall time in real-time mode, a closed-loop estimate in virtual mode). Unlike
+    /// [`Device::submit`] the clock moves only to the issue time, so that requests issued
+    /// before this one completes overlap with it on the flash. Issue times earlier than the
+    /// device's clock are raised to it: resources are reserved in issue order.
+    pub fn submit_at(
+        &mut self,
+        issue_ns: u64,
+        req: &HostRequest,
+        data: Option<&[u8]>,
+        out: Option<&mut [u8]>,
+    ) -> Result<Completion, DeviceError> {
+        if self.run.is_some() {
+            return Err(DeviceError::Run(
+                "a run is in progress: finish it before submitting requests directly",
+            ));
+        }
+        let issue = issue_ns.max(self.now_ns);
+        self.now_ns = issue;
+        let completion = self.execute(req, issue, data, out)?;
+        let ftl = &self.ftl;
+        self.series.record(
+            completion.complete_ns,
+            req.op == Op::Read,
+            req.length,
+            completion.latency_ns(),
+            || series_counters(ftl.as_ref()),
+        );
+        Ok(completion)
+    }
+
+    /// The per-request log row of the request just executed (what [`Device::request_log`]
+    /// keeps when `stats.request_log` is on), for hosts that stream the log themselves.
+    pub fn last_request_log_row(
+        &self,
+        req: &HostRequest,
+        completion: &Completion,
+    ) -> RequestLogRow {
+        request_log_row(
+            self.requests_seen,
+            req,
+            completion.issue_ns,
+            completion.complete_ns,
+            self.page_size() as u64,
+            &self.work,
+        )
+    }
+
     /// Move the clock forward (idle time, in which background GC may run).
     pub fn advance_to(&mut self, time_ns: u64) {
         self.now_ns = self.now_ns.max(time_ns);
@@ -376,22 +424,15 @@ impl Device {
             Op::Flush => (start.max(self.buffer_last_end_ns), false),
         };
         if let Some(log) = &mut self.request_log {
-            let w = self.work;
-            log.push(RequestLogRow {
-                request: self.requests_seen,
-                op: req.op.as_str(),
-                logical_sector: req.offset / 512,
-                size_bytes: req.length,
-                duration_ns: complete_ns - issue_ns,
-                flash_reads: w.reads,
-                flash_writes: w.programs,
-                oob_reads: 0,
-                // Every program writes the page's OOB (logical address, sequence) with it.
-                oob_writes: w.programs,
-                erases: w.erases,
-                physical_sector: w.first_ppa.map_or(-1, |p| p as i64 * (page as i64 / 512)),
-                flash_duration_ns: w.flash_ns,
-            });
+            let row = request_log_row(
+                self.requests_seen,
+                req,
+                issue_ns,
+                complete_ns,
+                page,
+                &self.work,
+            );
+            log.push(row);
         }
         Ok(Completion {
             issue_ns,
@@ -1034,6 +1075,33 @@ fn next_multi_plane_group(txns: &mut [PageTxn], start: usize) -> Option<usize> {
 }
 
 /// The FTL counters the time series tracks: host pages, flash pages, GC moves, erases.
+fn request_log_row(
+    request: u64,
+    req: &HostRequest,
+    issue_ns: u64,
+    complete_ns: u64,
+    page: u64,
+    work: &RequestWork,
+) -> RequestLogRow {
+    RequestLogRow {
+        request,
+        op: req.op.as_str(),
+        logical_sector: req.offset / 512,
+        size_bytes: req.length,
+        duration_ns: complete_ns - issue_ns,
+        flash_reads: work.reads,
+        flash_writes: work.programs,
+        oob_reads: 0,
+        // Every program writes the page's OOB (logical address, sequence) with it.
+        oob_writes: work.programs,
+        erases: work.erases,
+        physical_sector: work
+            .first_ppa
+            .map_or(-1, |p| p as i64 * (page as i64 / 512)),
+        flash_duration_ns: work.flash_ns,
+    }
+}
+
 pub(crate) fn series_counters(ftl: &dyn Ftl) -> [u64; 4] {
     let c = ftl.counters();
     [

@@ -55,6 +55,23 @@ impl LatencyStats {
         }
     }
 
+    /// Add another set of samples (histograms merge when both have one).
+    pub fn merge(&mut self, other: &LatencyStats) {
+        if other.n == 0 {
+            return;
+        }
+        self.n += other.n;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.sum += other.sum;
+        self.sum_squares += other.sum_squares;
+        if let (Some(mine), Some(theirs)) = (&mut self.histogram, &other.histogram) {
+            // Same bounds on both sides, so the only possible error (range) cannot occur;
+            // saturating keeps it total anyway.
+            let _ = mine.add(theirs);
+        }
+    }
+
     pub fn mean(&self) -> f64 {
         if self.n == 0 {
             0.0
@@ -329,6 +346,30 @@ mod tests {
         assert!((s.stddev() - 12.909944).abs() < 1e-5);
         assert_eq!(s.percentile(50.0), 20);
         assert_eq!(s.percentile(99.99), 40);
+    }
+
+    #[test]
+    fn merged_latencies_equal_one_recording() {
+        let (mut a, mut b, mut all) = (
+            LatencyStats::new(true),
+            LatencyStats::new(true),
+            LatencyStats::new(true),
+        );
+        for v in 1..=100u64 {
+            if v % 3 == 0 {
+                a.record(v * 7)
+            } else {
+                b.record(v * 7)
+            }
+            all.record(v * 7);
+        }
+        a.merge(&b);
+        assert_eq!((a.n, a.min, a.max), (all.n, all.min, all.max));
+        assert_eq!(a.mean(), all.mean());
+        assert_eq!(a.stddev(), all.stddev());
+        assert_eq!(a.percentile(99.0), all.percentile(99.0));
+        a.merge(&LatencyStats::new(true));
+        assert_eq!(a.n, 100);
     }
 
     #[test]
