@@ -1,0 +1,181 @@
+//! The state every connection shares: the simulated device and what is measured on it.
+//!
+//! One mutex guards the device, the per-direction statistics and the request log, so that a
+//! request's simulation, its accounting and its log row happen in one critical section and the
+//! log's request numbers are in issue order. A request holds it for a few hundred nanoseconds.
+
+use crate::clock::Clock;
+use ssdlab_core::stats::{JobStats, LatencyStats};
+use ssdlab_core::{Completion, Device, DeviceError, HostRequest, Op};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+pub struct DeviceState {
+    pub device: Device,
+    pub job: JobStats,
+    pub log: Option<BufWriter<File>>,
+    pub log_error: Option<io::Error>,
+}
+
+/// Reply-timing figures of the real-time clock, summed over connections.
+#[derive(Debug, Clone)]
+pub struct EmulatorCounters {
+    pub connections: u64,
+    pub requests: u64,
+    pub error_replies: u64,
+    pub protocol_errors: u64,
+    /// Replies sent after their deadline by more than the miss threshold.
+    pub deadline_misses: u64,
+    /// How late each timed reply went out (0 when on time), in ns.
+    pub lateness: LatencyStats,
+    /// Wall time from receiving a request to sending its reply, in ns.
+    pub served: LatencyStats,
+}
+
+impl Default for EmulatorCounters {
+    fn default() -> Self {
+        EmulatorCounters {
+            connections: 0,
+            requests: 0,
+            error_replies: 0,
+            protocol_errors: 0,
+            deadline_misses: 0,
+            lateness: LatencyStats::new(true),
+            served: LatencyStats::new(true),
+        }
+    }
+}
+
+impl EmulatorCounters {
+    pub fn merge(&mut self, other: &EmulatorCounters) {
+        self.connections += other.connections;
+        self.requests += other.requests;
+        self.error_replies += other.error_replies;
+        self.protocol_errors += other.protocol_errors;
+        self.deadline_misses += other.deadline_misses;
+        self.lateness.merge(&other.lateness);
+        self.served.merge(&other.served);
+    }
+}
+
+pub struct Emulator {
+    pub state: Mutex<DeviceState>,
+    pub clock: Box<dyn Clock>,
+    pub counters: Mutex<EmulatorCounters>,
+    /// A reply later than its deadline by more than this counts as a miss.
+    pub miss_threshold_ns: u64,
+    pub started: Instant,
+}
+
+/// A request's outcome as the connection needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Served {
+    pub completion: Completion,
+    /// NBD error value (0: success).
+    pub error: u32,
+}
+
+impl Emulator {
+    pub fn new(
+        device: Device,
+        clock: Box<dyn Clock>,
+        log: Option<File>,
+        miss_threshold_ns: u64,
+    ) -> Self {
+        Emulator {
+            state: Mutex::new(DeviceState {
+                device,
+                job: JobStats::new("nbd"),
+                log: log.map(|f| BufWriter::with_capacity(1 << 20, f)),
+                log_error: None,
+            }),
+            clock,
+            counters: Mutex::new(EmulatorCounters::default()),
+            miss_threshold_ns,
+            started: Instant::now(),
+        }
+    }
+
+    /// The device state; a connection thread that panicked mid-request cannot have left it
+    /// half-updated in a way later requests could observe more harmfully than the panic itself,
+    /// so a poisoned lock is taken over rather than propagated.
+    pub fn lock(&self) -> MutexGuard<'_, DeviceState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Simulate one device request issued at `issue` (from [`Clock::issue_ns`]) and account
+    /// for it.
+    pub fn submit(
+        &self,
+        issue: u64,
+        req: &HostRequest,
+        data: Option<&[u8]>,
+        out: Option<&mut [u8]>,
+    ) -> Served {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        match state.device.submit_at(issue, req, data, out) {
+            Ok(completion) => {
+                let error = if completion.uncorrectable {
+                    crate::protocol::EIO
+                } else {
+                    0
+                };
+                state.account(req, &completion, error != 0);
+                Served { completion, error }
+            }
+            Err(err) => {
+                // Requests are validated before they get here; anything the device still
+                // refuses is reported to the client as an I/O error, not a crash.
+                let now = state.device.now_ns();
+                let completion = Completion {
+                    issue_ns: now,
+                    complete_ns: now,
+                    uncorrectable: false,
+                };
+                let error = match err {
+                    DeviceError::OutOfRange { .. } => crate::protocol::EINVAL,
+                    _ => crate::protocol::EIO,
+                };
+                Served { completion, error }
+            }
+        }
+    }
+}
+
+impl DeviceState {
+    fn account(&mut self, req: &HostRequest, c: &Completion, failed: bool) {
+        let job = &mut self.job;
+        job.first_issue_ns.get_or_insert(c.issue_ns);
+        job.last_complete_ns = job.last_complete_ns.max(c.complete_ns);
+        let stats = match req.op {
+            Op::Read => &mut job.read,
+            Op::Write => &mut job.write,
+            Op::Trim => &mut job.trim,
+            Op::Flush => {
+                job.flushes += 1;
+                return self.log_row(req, c);
+            }
+        };
+        stats.ios += 1;
+        stats.bytes += req.length;
+        stats.errors += failed as u64;
+        stats.slat.record(0);
+        stats.clat.record(c.latency_ns());
+        stats.lat.record(c.latency_ns());
+        self.log_row(req, c);
+    }
+
+    fn log_row(&mut self, req: &HostRequest, c: &Completion) {
+        if let Some(log) = &mut self.log {
+            let row = self.device.last_request_log_row(req, c);
+            if let Err(e) = writeln!(log, "{}", row.csv_line()) {
+                // Keep serving; the error is reported when the server stops.
+                self.log_error.get_or_insert(e);
+                self.log = None;
+            }
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! The listener: accepts connections on a Unix socket or TCP, runs each on its own thread,
+//! and on shutdown stops accepting, lets every connection deliver its held replies, flushes
+//! the request log and returns the summary.
+
+use crate::clock::{self, Clock};
+use crate::connection::Session;
+use crate::emulator::{Emulator, EmulatorCounters};
+use crate::handshake::{negotiate, ExportInfo, Negotiated};
+use crate::protocol::MAX_PAYLOAD;
+use crate::transport::Transport;
+use serde_json::{json, Value};
+use ssdlab_core::stats::{job_json, RequestLogRow};
+use ssdlab_core::Device;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Where the server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub endpoint: Endpoint,
+    /// `realtime` or `virtual`.
+    pub clock: String,
+    pub read_only: bool,
+    pub export_name: String,
+    /// Per-request statistics log (CSV).
+    pub stats_log: Option<PathBuf>,
+    /// A reply later than its deadline by more than this is a deadline miss.
+    pub miss_threshold_ns: u64,
+}
+
+impl ServerOptions {
+    pub fn new(endpoint: Endpoint) -> Self {
+        ServerOptions {
+            endpoint,
+            clock: "realtime".into(),
+            read_only: false,
+            export_name: "ssdlab".into(),
+            stats_log: None,
+            miss_threshold_ns: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum ServeError {
+    #[error("unknown clock {0:?} (expected realtime or virtual)")]
+    UnknownClock(String),
+    #[error("export name {0:?} is longer than 4096 bytes")]
+    ExportName(String),
+    #[error("{path}: {source}")]
+    Io { path: String, source: io::Error },
+    #[error("{0} is in use by a running server")]
+    SocketInUse(String),
+    #[error("{0} exists and is not a socket")]
+    NotASocket(String),
+    #[error("the device must store data to be exported (data-driven mode)")]
+    NoDataStore,
+    #[error("writing the request log: {0}")]
+    Log(io::Error),
+}
+
+enum Listener {
+    Unix(UnixListener, PathBuf),
+    Tcp(TcpListener),
+}
+
+/// A connection's socket, kept so that shutdown can end its blocking reads.
+enum Peer {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Peer {
+    fn shutdown(&self, how: Shutdown) {
+        // Errors mean the peer is gone already.
+        let _ = match self {
+            Peer::Unix(s) => s.shutdown(how),
+            Peer::Tcp(s) => s.shutdown(how),
+        };
+    }
+}
+
+/// Stops a running server from another thread (or a signal handler's thread).
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<AtomicBool>);
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+pub struct Server {
+    listener: Listener,
+    emulator: Arc<Emulator>,
+    export: Arc<ExportInfo>,
+    stop: Arc<AtomicBool>,
+    uri: String,
+}
+
+/// How long shutdown waits for clients that neither disconnect nor read their replies.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// The handshake must finish within this time.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Server {
+    /// Bind the endpoint and prepare the export of `device` (which must store data).
+    pub fn bind(device: Device, options: &ServerOptions) -> Result<Server, ServeError> {
+        let clock: Box<dyn Clock> = clock::by_name(&options.clock)
+            .ok_or_else(|| ServeError::UnknownClock(options.clock.clone()))?;
+        if !device.stores_data() {
+            return Err(ServeError::NoDataStore);
+        }
+        if options.export_name.len() > 4096 {
+            return Err(ServeError::ExportName(options.export_name.clone()));
+        }
+        let page = device.page_size();
+        let export = ExportInfo {
+            name: options.export_name.clone(),
+            description: format!(
+                "ssdlab emulated SSD (config {}, {} clock)",
+                &device.config_hash()[..12.min(device.config_hash().len())],
+                clock.name()
+            ),
+            size: device.logical_bytes(),
+            read_only: options.read_only,
+            block_sizes: (512, page, MAX_PAYLOAD),
+        };
+        let log = match &options.stats_log {
+            None => None,
+            Some(path) => {
+                let mut file = File::create(path).map_err(|source| ServeError::Io {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                writeln!(file, "{}", RequestLogRow::CSV_HEADER).map_err(ServeError::Log)?;
+                Some(file)
+            }
+        };
+        let (listener, uri) = match &options.endpoint {
+            Endpoint::Unix(path) => {
+                remove_stale_socket(path)?;
+                let l = UnixListener::bind(path).map_err(|source| ServeError::Io {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                let uri = format!("nbd+unix:///{}?socket={}", export.name, path.display());
+                (Listener::Unix(l, path.clone()), uri)
+            }
+            Endpoint::Tcp(addr) => {
+                let l = TcpListener::bind(addr).map_err(|source| ServeError::Io {
+                    path: addr.to_string(),
+                    source,
+                })?;
+                let local = l.local_addr().map_err(|source| ServeError::Io {
+                    path: addr.to_string(),
+                    source,
+                })?;
+                (Listener::Tcp(l), format!("nbd://{local}/{}", export.name))
+            }
+        };
+        Ok(Server {
+            listener,
+            emulator: Arc::new(Emulator::new(device, clock, log, options.miss_threshold_ns)),
+            export: Arc::new(export),
+            stop: Arc::new(AtomicBool::new(false)),
+            uri,
+        })
+    }
+
+    /// The export's NBD URI (`nbd+unix:///NAME?socket=PATH` or `nbd://HOST:PORT/NAME`).
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.stop.clone())
+    }
+
+    /// Serve until [`ShutdownHandle::shutdown`]; returns the summary of everything served.
+    pub fn run(self) -> Result<Value, ServeError> {
+        let peers: Arc<Mutex<HashMap<u64, Peer>>> = Arc::default();
+        let next_id = AtomicU64::new(0);
+        let mut threads: Vec<JoinHandle<()>> = Vec::new();
+        let listen_fd = match &self.listener {
+            Listener::Unix(l, _) => l.as_raw_fd(),
+            Listener::Tcp(l) => l.as_raw_fd(),
+        };
+        while !self.stop.load(Ordering::SeqCst) {
+            // Poll with a timeout so that a shutdown request is noticed promptly.
+            if !poll_fd(listen_fd, Duration::from_millis(50)) {
+                threads.retain(|t| !t.is_finished());
+                continue;
+            }
+            let id = next_id.fetch_add(1, Ordering::Relaxed);
+            let accepted = match &self.listener {
+                Listener::Unix(l, _) => l.accept().map(|(s, _)| {
+                    let peer = s.try_clone().map(Peer::Unix);
+                    (Connection::Unix(s), peer)
+                }),
+                Listener::Tcp(l) => l.accept().map(|(s, _)| {
+                    let _ = s.set_nodelay(true);
+                    let peer = s.try_clone().map(Peer::Tcp);
+                    (Connection::Tcp(s), peer)
+                }),
+            };
+            let Ok((conn, Ok(peer))) = accepted else {
+                // A client that vanished between poll and accept, or no descriptors left:
+                // keep serving the others.
+                continue;
+            };
+            peers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, peer);
+            let emu = self.emulator.clone();
+            let export = self.export.clone();
+            let peers_for_thread = peers.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("nbd-conn-{id}"))
+                .spawn(move || {
+                    let counters = conn.serve(&emu, &export);
+                    emu.counters
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .merge(&counters);
+                    peers_for_thread
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&id);
+                });
+            match spawned {
+                Ok(handle) => threads.push(handle),
+                Err(_) => {
+                    if let Some(p) = peers.lock().unwrap_or_else(|e| e.into_inner()).remove(&id) {
+                        p.shutdown(Shutdown::Both);
+                    }
+                }
+            }
+        }
+        // Stop reading from every client: each connection delivers its held replies and ends.
+        for peer in peers.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            peer.shutdown(Shutdown::Read);
+        }
+        let grace_ends = Instant::now() + SHUTDOWN_GRACE;
+        while threads.iter().any(|t| !t.is_finished()) && Instant::now() < grace_ends {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for peer in peers.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            peer.shutdown(Shutdown::Both);
+        }
+        for t in threads {
+            let _ = t.join();
+        }
+        if let Listener::Unix(_, path) = &self.listener {
+            let _ = std::fs::remove_file(path);
+        }
+        self.summary()
+    }
+
+    fn summary(&self) -> Result<Value, ServeError> {
+        let emu = &self.emulator;
+        let mut state = emu.lock();
+        if let Some(log) = &mut state.log {
+            log.flush().map_err(ServeError::Log)?;
+        }
+        if let Some(err) = state.log_error.take() {
+            return Err(ServeError::Log(err));
+        }
+        let counters = emu
+            .counters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let wall_ns = emu.started.elapsed().as_nanos() as u64;
+        let sim_ns = state.device.now_ns();
+        let job = job_json(&state.job, json!({ "sim_time_ns": sim_ns }));
+        Ok(json!({
+            "ssdlab_version": env!("CARGO_PKG_VERSION"),
+            "config_hash": state.device.config_hash(),
+            "seed": state.device.seed(),
+            "jobs": [job],
+            "ssd": state.device.ssd_json(),
+            "emulator": emulator_json(emu.clock.name(), &counters, wall_ns, sim_ns, state.job.flushes, emu.miss_threshold_ns, &self.export),
+        }))
+    }
+}
+
+fn emulator_json(
+    clock: &str,
+    c: &EmulatorCounters,
+    wall_ns: u64,
+    sim_ns: u64,
+    flushes: u64,
+    miss_threshold_ns: u64,
+    export: &ExportInfo,
+) -> Value {
+    let timing = |s: &ssdlab_core::stats::LatencyStats| {
+        json!({
+            "N": s.n,
+            "mean": s.mean(),
+            "max": s.max,
+            "p50": s.percentile(50.0),
+            "p99": s.percentile(99.0),
+            "p99.9": s.percentile(99.9),
+        })
+    };
+    json!({
+        "clock": clock,
+        "export": { "name": export.name, "size": export.size, "read_only": export.read_only,
+                    "block_sizes": [export.block_sizes.0, export.block_sizes.1, export.block_sizes.2] },
+        "connections": c.connections,
+        "requests": c.requests,
+        "flushes": flushes,
+        "error_replies": c.error_replies,
+        "protocol_errors": c.protocol_errors,
+        "wall_time_ns": wall_ns,
+        "sim_time_ns": sim_ns,
+        "deadline_misses": {
+            "count": c.deadline_misses,
+            "threshold_ns": miss_threshold_ns,
+            "lateness_ns": timing(&c.lateness),
+        },
+        "served_latency_ns": timing(&c.served),
+    })
+}
+
+/// An accepted connection before the handshake.
+enum Connection {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Connection {
+    fn serve(self, emu: &Emulator, export: &ExportInfo) -> EmulatorCounters {
+        match self {
+            Connection::Unix(s) => {
+                let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+                serve_stream(s, emu, export, |s| {
+                    let _ = s.set_read_timeout(None);
+                })
+            }
+            Connection::Tcp(s) => {
+                let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+                serve_stream(s, emu, export, |s| {
+                    let _ = s.set_read_timeout(None);
+                })
+            }
+        }
+    }
+}
+
+/// Negotiate, then serve the transmission phase; returns what the connection measured.
+pub fn serve_stream<T: Transport>(
+    mut io: T,
+    emu: &Emulator,
+    export: &ExportInfo,
+    after_handshake: impl FnOnce(&mut T),
+) -> EmulatorCounters {
+    let negotiated = negotiate(&mut io, export);
+    let strict = match negotiated {
+        Ok(Negotiated::Transmission { block_sizes_agreed }) => block_sizes_agreed,
+        Ok(Negotiated::Closed) => return EmulatorCounters::default(),
+        Err(_) => {
+            return EmulatorCounters {
+                protocol_errors: 1,
+                ..EmulatorCounters::default()
+            }
+        }
+    };
+    after_handshake(&mut io);
+    let mut session = Session::new(io, emu, export, strict);
+    // Errors here are the client's socket failing; the device state is intact either way.
+    let _ = session.run();
+    session.counters
+}
+
+fn poll_fd(fd: i32, timeout: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as libc::c_int) };
+    n > 0
+}
+
+/// A socket file left by a server that died may be replaced; a live one may not.
+fn remove_stale_socket(path: &Path) -> Result<(), ServeError> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    let shown = path.display().to_string();
+    if !meta.file_type().is_socket() {
+        return Err(ServeError::NotASocket(shown));
+    }
+    if UnixStream::connect(path).is_ok() {
+        return Err(ServeError::SocketInUse(shown));
+    }
+    std::fs::remove_file(path).map_err(|source| ServeError::Io {
+        path: shown,
+        source,
+    })
+}
