@@ -119,3 +119,13 @@ impl Transport for MemoryTransport {
         self.input.read(buf).map(Some)
     }
 }
+
+impl<T: Transport + ?Sized> Transport for &mut T {
+    fn wait_readable(&mut self, timeout: Option<Duration>) -> io::Result<bool> {
+        (**self).wait_readable(timeout)
+    }
+
+    fn read_available(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        (**self).read_available(buf)
+    }
+}
