@@ -29,6 +29,7 @@
 pub mod distribution;
 pub mod error;
 pub mod fio;
+pub mod request_log;
 pub mod trace;
 
 pub use distribution::{DistributionSpec, OffsetDistribution};
