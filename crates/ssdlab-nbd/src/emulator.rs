@@ -32,6 +32,9 @@ pub struct EmulatorCounters {
     pub lateness: LatencyStats,
     /// Wall time from receiving a request to sending its reply, in ns.
     pub served: LatencyStats,
+    /// Real time: compensation applied to replies (sum, in ns, and count).
+    pub compensation_sum_ns: u64,
+    pub compensated_replies: u64,
 }
 
 impl Default for EmulatorCounters {
@@ -44,6 +47,8 @@ impl Default for EmulatorCounters {
             deadline_misses: 0,
             lateness: LatencyStats::new(true),
             served: LatencyStats::new(true),
+            compensation_sum_ns: 0,
+            compensated_replies: 0,
         }
     }
 }
@@ -57,6 +62,8 @@ impl EmulatorCounters {
         self.deadline_misses += other.deadline_misses;
         self.lateness.merge(&other.lateness);
         self.served.merge(&other.served);
+        self.compensation_sum_ns += other.compensation_sum_ns;
+        self.compensated_replies += other.compensated_replies;
     }
 }
 

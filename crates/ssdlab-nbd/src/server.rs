@@ -43,6 +43,9 @@ pub struct ServerOptions {
     pub stats_log: Option<PathBuf>,
     /// A reply later than its deadline by more than this is a deadline miss.
     pub miss_threshold_ns: u64,
+    /// Real-time clock: send replies this much before their modelled completion to make up
+    /// for the time they take to reach the client; `None` measures it at start.
+    pub compensation_ns: Option<u64>,
 }
 
 impl ServerOptions {
@@ -54,6 +57,7 @@ impl ServerOptions {
             export_name: "ssdlab".into(),
             stats_log: None,
             miss_threshold_ns: 10_000,
+            compensation_ns: None,
         }
     }
 }
@@ -117,13 +121,15 @@ pub struct Server {
 
 /// How long shutdown waits for clients that neither disconnect nor read their replies.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Connections served at once; more are closed as they arrive.
+pub const MAX_CONNECTIONS: usize = 256;
 /// The handshake must finish within this time.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Server {
     /// Bind the endpoint and prepare the export of `device` (which must store data).
     pub fn bind(device: Device, options: &ServerOptions) -> Result<Server, ServeError> {
-        let clock: Box<dyn Clock> = clock::by_name(&options.clock)
+        let clock: Box<dyn Clock> = clock::by_name(&options.clock, options.compensation_ns)
             .ok_or_else(|| ServeError::UnknownClock(options.clock.clone()))?;
         if !device.stores_data() {
             return Err(ServeError::NoDataStore);
@@ -226,10 +232,15 @@ impl Server {
                 // keep serving the others.
                 continue;
             };
-            peers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(id, peer);
+            {
+                let mut live = peers.lock().unwrap_or_else(|e| e.into_inner());
+                if live.len() >= MAX_CONNECTIONS {
+                    // One thread per connection: refuse rather than exhaust the machine.
+                    peer.shutdown(Shutdown::Both);
+                    continue;
+                }
+                live.insert(id, peer);
+            }
             let emu = self.emulator.clone();
             let export = self.export.clone();
             let peers_for_thread = peers.clone();
@@ -289,7 +300,6 @@ impl Server {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let wall_ns = emu.started.elapsed().as_nanos() as u64;
         let sim_ns = state.device.now_ns();
         let job = job_json(&state.job, json!({ "sim_time_ns": sim_ns }));
         Ok(json!({
@@ -298,18 +308,16 @@ impl Server {
             "seed": state.device.seed(),
             "jobs": [job],
             "ssd": state.device.ssd_json(),
-            "emulator": emulator_json(emu.clock.name(), &counters, wall_ns, sim_ns, state.job.flushes, emu.miss_threshold_ns, &self.export),
+            "emulator": emulator_json(emu, &counters, sim_ns, state.job.flushes, &self.export),
         }))
     }
 }
 
 fn emulator_json(
-    clock: &str,
+    emu: &Emulator,
     c: &EmulatorCounters,
-    wall_ns: u64,
     sim_ns: u64,
     flushes: u64,
-    miss_threshold_ns: u64,
     export: &ExportInfo,
 ) -> Value {
     let timing = |s: &ssdlab_core::stats::LatencyStats| {
@@ -323,7 +331,13 @@ fn emulator_json(
         })
     };
     json!({
-        "clock": clock,
+        "clock": emu.clock.name(),
+        "compensation": {
+            "mode": if emu.clock.fixed_compensation_ns().is_some() { "fixed" } else { "auto" },
+            "mean_ns": if c.compensated_replies == 0 { 0.0 } else {
+                c.compensation_sum_ns as f64 / c.compensated_replies as f64
+            },
+        },
         "export": { "name": export.name, "size": export.size, "read_only": export.read_only,
                     "block_sizes": [export.block_sizes.0, export.block_sizes.1, export.block_sizes.2] },
         "connections": c.connections,
@@ -331,11 +345,11 @@ fn emulator_json(
         "flushes": flushes,
         "error_replies": c.error_replies,
         "protocol_errors": c.protocol_errors,
-        "wall_time_ns": wall_ns,
+        "wall_time_ns": emu.started.elapsed().as_nanos() as u64,
         "sim_time_ns": sim_ns,
         "deadline_misses": {
             "count": c.deadline_misses,
-            "threshold_ns": miss_threshold_ns,
+            "threshold_ns": emu.miss_threshold_ns,
             "lateness_ns": timing(&c.lateness),
         },
         "served_latency_ns": timing(&c.served),

@@ -21,7 +21,12 @@ fn emulator() -> (Emulator, ExportInfo) {
         read_only: false,
         block_sizes: (512, device.page_size(), MAX_PAYLOAD),
     };
-    let emu = Emulator::new(device, clock::by_name("virtual").unwrap(), None, 10_000);
+    let emu = Emulator::new(
+        device,
+        clock::by_name("virtual", None).unwrap(),
+        None,
+        10_000,
+    );
     (emu, export)
 }
 

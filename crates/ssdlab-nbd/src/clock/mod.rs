@@ -15,13 +15,55 @@ pub use virtual_time::Virtual;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-/// Per-connection clock state (only the virtual clock uses it).
+/// Per-connection clock state.
 #[derive(Debug, Default)]
 pub struct ConnectionClock {
-    /// Completion times of replies sent whose queue slot no request has taken yet.
+    /// Virtual: completion times of replies sent whose queue slot no request has taken yet.
     pub freed_slots: BinaryHeap<Reverse<u64>>,
+    /// Real time: this connection's estimate (running median) of the client's own share of a
+    /// round trip (reply delivery, the client's processing, its next request's delivery), ns.
+    pub overhead_estimate_ns: Option<u64>,
+    /// Real time: when the last reply left with nothing else outstanding.
+    pub idle_since: Option<Instant>,
+    /// Real time: sum and count of the compensation applied, for the summary.
+    pub compensation_sum_ns: u64,
+    pub compensated_replies: u64,
+}
+
+/// Only a gap shorter than this between a reply and the next request is client overhead;
+/// a longer one is the client thinking.
+const MAX_OVERHEAD_GAP: Duration = Duration::from_millis(2);
+/// Step of the running median of the gaps, in ns. The median rather than the mean: on a
+/// virtual machine a few wake-ups take milliseconds, and one of them would shift every reply
+/// of the next few hundred requests.
+const OVERHEAD_MEDIAN_STEP_NS: u64 = 500;
+
+impl ConnectionClock {
+    /// The connection went idle (its last outstanding reply left) at `at`.
+    pub fn went_idle(&mut self, at: Instant) {
+        self.idle_since = Some(at);
+    }
+
+    /// A request arrived at `at`: if the connection was idle, the gap since its last reply is
+    /// one sample of the client's round-trip overhead.
+    pub fn request_arrived(&mut self, at: Instant) {
+        let Some(since) = self.idle_since.take() else {
+            return;
+        };
+        let gap = at.saturating_duration_since(since);
+        if gap > MAX_OVERHEAD_GAP {
+            return;
+        }
+        let gap = gap.as_nanos() as u64;
+        // A stochastic-approximation median: step towards each sample by a fixed amount.
+        self.overhead_estimate_ns = Some(match self.overhead_estimate_ns {
+            None => gap,
+            Some(old) if gap > old => old + OVERHEAD_MEDIAN_STEP_NS.min(gap - old),
+            Some(old) => old - OVERHEAD_MEDIAN_STEP_NS.min(old - gap),
+        });
+    }
 }
 
 pub trait Clock: Send + Sync {
@@ -32,16 +74,25 @@ pub trait Clock: Send + Sync {
     fn issue_ns(&self, connection: &mut ConnectionClock, received: Instant) -> u64;
 
     /// When the reply to a request completing at `complete_ns` may go out; `None`: at once.
-    fn deadline(&self, complete_ns: u64) -> Option<Instant>;
+    fn deadline(&self, connection: &mut ConnectionClock, complete_ns: u64) -> Option<Instant>;
+
+    /// Whether replies wait for deadlines.
+    fn holds_replies(&self) -> bool;
 
     /// The reply of a request that completed at `complete_ns` went out.
     fn replied(&self, connection: &mut ConnectionClock, complete_ns: u64);
+
+    /// The fixed compensation (real time), or `None` when it is measured per connection.
+    fn fixed_compensation_ns(&self) -> Option<u64> {
+        Some(0)
+    }
 }
 
-/// The clock named `name` (`realtime` or `virtual`), starting now.
-pub fn by_name(name: &str) -> Option<Box<dyn Clock>> {
+/// The clock named `name` (`realtime` or `virtual`), starting now. `compensation_ns` fixes
+/// the real-time clock's compensation; `None` measures it per connection.
+pub fn by_name(name: &str, compensation_ns: Option<u64>) -> Option<Box<dyn Clock>> {
     match name {
-        "realtime" => Some(Box::new(Realtime::starting_now())),
+        "realtime" => Some(Box::new(Realtime::starting_now(compensation_ns))),
         "virtual" => Some(Box::new(Virtual)),
         _ => None,
     }

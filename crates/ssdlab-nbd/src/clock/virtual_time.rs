@@ -23,8 +23,12 @@ impl Clock for Virtual {
             .map_or(0, |Reverse(complete_ns)| complete_ns)
     }
 
-    fn deadline(&self, _complete_ns: u64) -> Option<Instant> {
+    fn deadline(&self, _connection: &mut ConnectionClock, _complete_ns: u64) -> Option<Instant> {
         None
+    }
+
+    fn holds_replies(&self) -> bool {
+        false
     }
 
     fn replied(&self, connection: &mut ConnectionClock, complete_ns: u64) {
