@@ -28,7 +28,7 @@ RUST_INPUTS := Cargo.toml $(wildcard Cargo.lock) $(shell find crates presets \
 PY_LIBDIR := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")' 2>/dev/null)
 CARGO_ENV := PYO3_PYTHON=$(CURDIR)/$(BIN)/python LD_LIBRARY_PATH=$(PY_LIBDIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}
 
-.PHONY: help venv build demo test bench lint fmt fuzz-smoke clean
+.PHONY: help venv build demo test-deps test bench lint fmt fuzz-smoke clean
 
 help: ## list the targets
 	@echo "usage: make TARGET"
@@ -50,15 +50,20 @@ $(BUILD_STAMP): $(VENV_STAMP) pyproject.toml $(RUST_INPUTS)
 demo: build ## build, then run the demo: hinted vs unhinted placement on a small TLC device
 	$(BIN)/ssdlab demo
 
-test: build ## build, then run every Rust and Python test
+test-deps: ## install the NBD clients the tests drive (fio, libnbd-bin, qemu-utils, ...; as root)
+	bash scripts/install-test-deps.sh
+
+test: build test-deps ## build, then run every Rust and Python test
 	$(CARGO_ENV) cargo test --workspace --release
 	@$(BIN)/pytest || { status=$$?; \
 		if [ $$status -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
 		exit $$status; }
 
-bench: build ## build, then run the simulator-speed benchmark and the Python benchmarks
+bench: build test-deps ## build, then run the simulator, workload, NBD and Python benchmarks
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --op 0.28
+	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin parsespeed
+	$(BIN)/python benches/nbd_fio.py
 	@$(BIN)/pytest -m bench -q || { status=$$?; [ $$status -eq 5 ] || exit $$status; }
 
 lint: venv ## check formatting and lints: cargo fmt, clippy (warnings are errors), ruff
@@ -72,8 +77,9 @@ fmt: venv ## format Rust and Python sources in place (and apply ruff's safe fixe
 	$(BIN)/ruff check --fix python tests
 	$(BIN)/ruff format python tests
 
-fuzz-smoke: ## run the proptest fuzz tests of the workload parsers (PROPTEST_CASES=256)
+fuzz-smoke: ## run the proptest fuzz tests of the parsers and the NBD server (PROPTEST_CASES=256)
 	PROPTEST_CASES=$(PROPTEST_CASES) cargo test --release -p ssdlab-workload props
+	PROPTEST_CASES=$(PROPTEST_CASES) cargo test --release -p ssdlab-nbd props
 
 clean: ## remove build outputs, the virtual environment and caches
 	cargo clean

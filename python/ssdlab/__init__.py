@@ -22,6 +22,7 @@ from ssdlab._core import __version__
 from ssdlab.device import Completion, Device, JobResult, RunResult
 from ssdlab.errors import ConfigError, DeviceError, SsdlabError, WorkloadError
 from ssdlab.hints import Hint
+from ssdlab.serve import Server
 
 
 def presets() -> list[tuple[str, str]]:
@@ -37,6 +38,7 @@ __all__ = [
     "Hint",
     "JobResult",
     "RunResult",
+    "Server",
     "SsdlabError",
     "WorkloadError",
     "__version__",

@@ -1,4 +1,4 @@
-"""The ``ssdlab`` command line: ``run``, ``presets`` and ``demo``.
+"""The ``ssdlab`` command line: ``run``, ``serve``, ``stats``, ``presets`` and ``demo``.
 
 The CLI only adapts: it parses arguments, builds a :class:`~ssdlab.Device`, runs it and prints.
 Errors the user can fix -- a bad configuration key, an unknown preset, a trace line that does
@@ -128,6 +128,85 @@ def _parser() -> argparse.ArgumentParser:
         "--store-data", action="store_true", help="keep written data (reads return it)"
     )
     run.set_defaults(func=_cmd_run)
+
+    serve = commands.add_parser(
+        "serve",
+        help="export a simulated SSD over NBD (fio, qemu-io, nbdcopy, nbdfuse, file systems)",
+        description=(
+            "Serve the device CONFIG (a preset name or a TOML file, data-driven) as an NBD "
+            "export until SIGINT or SIGTERM, then print fio-like statistics of what was served."
+        ),
+    )
+    serve.add_argument("config", metavar="CONFIG", help="preset name or path to a TOML file")
+    where = serve.add_mutually_exclusive_group(required=True)
+    where.add_argument("--socket", metavar="PATH", help="listen on this Unix socket")
+    where.add_argument(
+        "--port", type=int, metavar="N", help="listen on this TCP port (0: any free port)"
+    )
+    serve.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="TCP address to bind (default 127.0.0.1: loopback only)",
+    )
+    serve.add_argument(
+        "--clock",
+        choices=("realtime", "virtual"),
+        default="realtime",
+        help="realtime: replies at the modelled completion time; virtual: as fast as possible",
+    )
+    serve.add_argument(
+        "--stats-log",
+        metavar="FILE",
+        help="per-request statistics log (CSV; summarise with `ssdlab stats FILE`)",
+    )
+    serve.add_argument("--read-only", action="store_true", help="refuse writes with EPERM")
+    serve.add_argument("--export-name", default="ssdlab", metavar="NAME", help="export name")
+    serve.add_argument(
+        "--miss-threshold-us",
+        type=float,
+        default=10.0,
+        metavar="US",
+        help="a reply later than its deadline by more than this is a deadline miss (default 10)",
+    )
+    serve.add_argument(
+        "--compensate",
+        default="auto",
+        metavar="auto|US",
+        help="real time: send replies this many microseconds early to make up for the client's "
+        "own round-trip overhead (default auto: measured per connection; 0: off)",
+    )
+    serve.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a configuration key (repeatable)",
+    )
+    serve.add_argument("--seed", type=int, default=0, help="the device's seed (default 0)")
+    serve.add_argument("--output-format", choices=("normal", "json"), default="normal")
+    serve.add_argument("--output", metavar="FILE", help="write the summary to FILE, not stdout")
+    serve.add_argument("--quiet", action="store_true", help="no 'listening on' line")
+    serve.set_defaults(func=_cmd_serve)
+
+    stats = commands.add_parser(
+        "stats",
+        help="summarise a per-request log (run --request-log, serve --stats-log)",
+        description="Summarise the per-request CSV log FILE per op: counts, bytes, durations "
+        "with percentiles, flash work, GC and write amplification (streamed, any size).",
+    )
+    stats.add_argument("file", metavar="FILE", help="request-log CSV")
+    stats.add_argument(
+        "--page-size",
+        type=int,
+        default=4096,
+        metavar="BYTES",
+        help="flash page size of the device that wrote the log, for host pages (default 4096)",
+    )
+    stats.add_argument("--output-format", choices=("normal", "json"), default="normal")
+    stats.add_argument("--output", metavar="FILE", help="write the summary to FILE, not stdout")
+    stats.set_defaults(func=_cmd_stats)
 
     presets = commands.add_parser("presets", help="list the built-in device presets")
     presets.set_defaults(func=_cmd_presets)
@@ -283,6 +362,102 @@ def _si(value: float) -> str:
         if value >= factor:
             return f"{value / factor:.1f}{suffix}"
     return f"{value:.0f}"
+
+
+# -- serve ---------------------------------------------------------------------------------------
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from ssdlab.serve import Server
+
+    if args.port is not None and not 0 <= args.port < 65536:
+        raise UsageError(f"--port must be in 0..65535 (0: any free port), got {args.port}")
+    if args.miss_threshold_us < 0:
+        raise UsageError(f"--miss-threshold-us must be >= 0, got {args.miss_threshold_us}")
+    compensation_ns = None
+    if args.compensate != "auto":
+        try:
+            compensation_ns = round(float(args.compensate) * 1000)
+        except ValueError:
+            compensation_ns = -1
+        if compensation_ns < 0:
+            raise UsageError(
+                f"--compensate: expected auto or microseconds >= 0, got {args.compensate!r}"
+            )
+    for option, path in (
+        ("--output", args.output),
+        ("--stats-log", args.stats_log),
+        ("--socket", args.socket),
+    ):
+        if path is not None and not os.path.isdir(os.path.dirname(path) or "."):
+            raise UsageError(f"{option} {path}: no such directory")
+    server = Server(
+        args.config,
+        socket=args.socket,
+        port=args.port,
+        host=args.bind,
+        clock=args.clock,
+        seed=args.seed,
+        overrides=args.overrides,
+        stats_log=args.stats_log,
+        read_only=args.read_only,
+        export_name=args.export_name,
+        miss_threshold_ns=round(args.miss_threshold_us * 1000),
+        compensation_ns=compensation_ns,
+    )
+    if not args.quiet:
+        print(f"ssdlab serve: listening on {server.uri} ({args.clock} clock)", file=sys.stderr)
+    summary = server.serve_forever()
+    if args.output_format == "json":
+        text = json.dumps(summary, indent=2) + "\n"
+    else:
+        text = format_normal(summary, args.config) + format_emulator(summary["emulator"])
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(text)
+    return EXIT_OK
+
+
+def format_emulator(emu: dict[str, Any]) -> str:
+    """The emulator's own figures: connections, errors and (real time) reply timing."""
+    misses = emu["deadline_misses"]
+    late = misses["lateness_ns"]
+    lines = [
+        "Emulator:",
+        f"  clock={emu['clock']}, connections={emu['connections']}, requests={emu['requests']}, "
+        f"error replies={emu['error_replies']}, protocol errors={emu['protocol_errors']}",
+        f"  wall time={emu['wall_time_ns'] / 1e9:.3f}s, sim time={emu['sim_time_ns'] / 1e9:.6f}s",
+    ]
+    if emu["clock"] == "realtime":
+        lines.append(
+            f"  replies sent {emu['delivery_compensation_ns'] / 1e3:.1f}us early (delivery)"
+        )
+        lines.append(
+            f"  deadline misses={misses['count']} (> {misses['threshold_ns'] / 1e3:g}us late; "
+            f"lateness avg={_us(late['mean'])}us, p99={_us(late['p99'])}us, "
+            f"max={_us(late['max'])}us)"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# -- stats ---------------------------------------------------------------------------------------
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    from ssdlab import stats_log
+
+    if not os.path.isfile(args.file):
+        raise UsageError(f"{args.file}: no such file")
+    if args.output is not None and not os.path.isdir(os.path.dirname(args.output) or "."):
+        raise UsageError(f"--output {args.output}: no such directory")
+    try:
+        summary = stats_log.summarize(args.file, page_size_bytes=args.page_size)
+    except ValueError as err:  # the page size; errors in the file are WorkloadErrors
+        raise UsageError(f"--page-size: {err}") from err
+    stats_log.write_report(summary, args.output_format, args.output)
+    return EXIT_OK
 
 
 # -- presets, demo -------------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 //! orchestration in the Python package.
 
 mod errors;
+mod request_log;
+mod server;
 
 use errors::{config_error, device_error, value_error, workload_error};
 use pyo3::prelude::*;
@@ -398,8 +400,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("WorkloadError", py.get_type::<errors::WorkloadError>())?;
     m.add("DeviceError", py.get_type::<errors::DeviceError>())?;
     m.add_class::<PyDevice>()?;
+    m.add_class::<server::PyServer>()?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(job_names, m)?)?;
+    m.add_function(wrap_pyfunction!(request_log::summarize_request_log, m)?)?;
     Ok(())
 }
