@@ -431,16 +431,7 @@ impl<'a, T: Transport> Session<'a, T> {
         let flush = self
             .emu
             .submit(issue, &HostRequest::new(Op::Flush, 0, 0), None, None);
-        Served {
-            completion: ssdlab_core::Completion {
-                complete_ns: served
-                    .completion
-                    .complete_ns
-                    .max(flush.completion.complete_ns),
-                ..served.completion
-            },
-            error: flush.error,
-        }
+        served.and(flush)
     }
 
     /// Zero a range: whole pages are deallocated (they read back as zeros) unless the client
@@ -483,24 +474,10 @@ impl<'a, T: Transport> Session<'a, T> {
                 let req = HostRequest::new(op, at, len);
                 let data = (op == Op::Write).then(|| &self.zeroes[..len as usize]);
                 let served = self.emu.submit(issue, &req, data, None);
-                let merged = match result {
+                result = Some(match result {
                     None => served,
-                    Some(prev) => Served {
-                        completion: ssdlab_core::Completion {
-                            complete_ns: prev
-                                .completion
-                                .complete_ns
-                                .max(served.completion.complete_ns),
-                            ..prev.completion
-                        },
-                        error: if prev.error != 0 {
-                            prev.error
-                        } else {
-                            served.error
-                        },
-                    },
-                };
-                result = Some(merged);
+                    Some(prev) => prev.and(served),
+                });
                 at += len;
             }
         }

@@ -84,6 +84,27 @@ pub struct Served {
     pub error: u32,
 }
 
+impl Served {
+    /// This request followed by another issued with it (a FUA flush, a piece of a
+    /// WRITE_ZEROES): it completes when both have, with the first error.
+    pub fn and(self, other: Served) -> Served {
+        Served {
+            completion: Completion {
+                complete_ns: self
+                    .completion
+                    .complete_ns
+                    .max(other.completion.complete_ns),
+                ..self.completion
+            },
+            error: if self.error != 0 {
+                self.error
+            } else {
+                other.error
+            },
+        }
+    }
+}
+
 impl Emulator {
     pub fn new(
         device: Device,

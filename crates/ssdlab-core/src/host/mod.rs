@@ -297,22 +297,8 @@ impl Device {
         data: Option<&[u8]>,
         out: Option<&mut [u8]>,
     ) -> Result<Completion, DeviceError> {
-        if self.run.is_some() {
-            return Err(DeviceError::Run(
-                "a run is in progress: finish it before submitting requests directly",
-            ));
-        }
-        let issue = self.now_ns;
-        let completion = self.execute(req, issue, data, out)?;
+        let completion = self.submit_at(self.now_ns, req, data, out)?;
         self.now_ns = completion.complete_ns;
-        let ftl = &self.ftl;
-        self.series.record(
-            completion.complete_ns,
-            req.op == Op::Read,
-            req.length,
-            completion.latency_ns(),
-            || series_counters(ftl.as_ref()),
-        );
         Ok(completion)
     }
 
