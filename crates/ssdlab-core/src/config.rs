@@ -119,6 +119,14 @@ pub struct CellConfig {
     /// tPROG per page type (LSB first); one value applies to every type.
     pub program_ns: Vec<u64>,
     pub erase_ns: u64,
+    /// Program and erase suspend/resume for reads (Wu & He, FAST 2012).
+    pub suspend: bool,
+    /// Time to suspend a program or erase; needs `suspend` (default 20 us when it is on).
+    pub suspend_ns: Option<u64>,
+    /// Time to resume a suspended operation; needs `suspend` (default 20 us).
+    pub resume_ns: Option<u64>,
+    /// Suspensions allowed per operation; needs `suspend` (default 5).
+    pub max_suspends: Option<u32>,
 }
 
 impl Default for CellConfig {
@@ -131,6 +139,10 @@ impl Default for CellConfig {
             melded_read_ns: 0,
             program_ns: vec![700_000],
             erase_ns: 3_500_000,
+            suspend: false,
+            suspend_ns: None,
+            resume_ns: None,
+            max_suspends: None,
         }
     }
 }
@@ -194,7 +206,32 @@ impl Default for HostConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+/// How a die chooses its next transaction (one file per policy in `sched/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedulerKind {
+    /// First come, first served: each operation is reserved on its die and channel when its
+    /// request is issued (the exact closed-form model).
+    Fcfs,
+    /// Host reads, then host writes, then GC, then erases, with aging.
+    #[default]
+    Priority,
+    /// Reads first (host or GC), then programs, then erases, preferring work whose channel is
+    /// free (MQSim's out-of-order TSU).
+    OutOfOrder,
+}
+
+impl SchedulerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedulerKind::Fcfs => "fcfs",
+            SchedulerKind::Priority => "priority",
+            SchedulerKind::OutOfOrder => "out_of_order",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ControllerConfig {
     /// Device-CPU time per host request (command parsing, queue handling).
@@ -203,6 +240,22 @@ pub struct ControllerConfig {
     pub cpu_ns_per_page: u64,
     /// DRAM write buffer in pages; 0 disables it (writes complete after their program).
     pub write_buffer_pages: u32,
+    /// Die scheduling policy: fcfs, priority or out_of_order.
+    pub scheduler: SchedulerKind,
+    /// Priority scheduling: a waiting transaction rises one class per this much waiting.
+    pub aging_ns: u64,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            cpu_ns_per_request: 0,
+            cpu_ns_per_page: 0,
+            write_buffer_pages: 0,
+            scheduler: SchedulerKind::Priority,
+            aging_ns: 5_000_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -320,6 +373,9 @@ pub struct FtlConfig {
     pub gc_bg_idle_ns: u64,
     /// GC moves pages inside the die (copyback) instead of through the controller.
     pub gc_copyback: bool,
+    /// Pages a GC step moves before host work may run again (foreground steps scale this by
+    /// the free-block shortage).
+    pub gc_step_pages: u32,
     pub wear_leveling: WearLevelingKind,
 }
 
@@ -332,7 +388,28 @@ impl Default for FtlConfig {
             gc_bg_free_blocks: 4,
             gc_bg_idle_ns: 1_000_000,
             gc_copyback: true,
+            gc_step_pages: 8,
             wear_leveling: WearLevelingKind::Dynamic,
+        }
+    }
+}
+
+/// How the plane of each host page is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocationKind {
+    /// The least-loaded die at the time the page is placed, channel-first among equals.
+    #[default]
+    Dynamic,
+    /// A fixed channel-way-die-plane stripe per placement handle.
+    Static,
+}
+
+impl AllocationKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AllocationKind::Dynamic => "dynamic",
+            AllocationKind::Static => "static",
         }
     }
 }
@@ -342,6 +419,8 @@ impl Default for FtlConfig {
 pub struct PlacementConfig {
     /// Use hints to choose a write frontier; off gives every experiment its baseline.
     pub honor_hints: bool,
+    /// Plane allocation of host pages: dynamic or static.
+    pub allocation: AllocationKind,
     /// Placement handles (write frontiers); stream ids and FDP placement ids index them.
     pub handles: u32,
     /// Handle for each Linux write-life hint, indexed NOT_SET, NONE, SHORT, MEDIUM, LONG,
@@ -355,6 +434,7 @@ impl Default for PlacementConfig {
     fn default() -> Self {
         PlacementConfig {
             honor_hints: true,
+            allocation: AllocationKind::Dynamic,
             handles: 1,
             write_life_handles: vec![0, 0, 1, 2, 3, 4],
             sea_dyn_handle: 1,
@@ -419,6 +499,10 @@ pub struct Derived {
     pub codewords_per_page: u32,
     pub decode_ns: u64,
     pub encode_ns: u64,
+    /// Suspend/resume latencies and the per-operation cap (zero when suspend is off).
+    pub suspend_ns: u64,
+    pub resume_ns: u64,
+    pub max_suspends: u32,
 }
 
 /// Parse a `--set` value: TOML syntax first (numbers, booleans, arrays, quoted strings), and a
@@ -598,10 +682,60 @@ impl Config {
                 "expected at least 1".into(),
             ));
         }
-        if self.ftl.gc_bg_free_blocks < self.ftl.gc_fg_free_blocks {
+        if self.ftl.gc_fg_free_blocks >= self.ftl.gc_bg_free_blocks {
             return Err(invalid(
-                "ftl.gc_bg_free_blocks",
-                "expected at least ftl.gc_fg_free_blocks (background GC starts earlier)".into(),
+                "ftl.gc_fg_free_blocks",
+                format!(
+                    "expected fewer than ftl.gc_bg_free_blocks ({}): background GC must start \
+                     before foreground GC throttles writes",
+                    self.ftl.gc_bg_free_blocks
+                ),
+            ));
+        }
+        if self.ftl.gc_step_pages == 0 || self.ftl.gc_step_pages > g.pages_per_block {
+            return Err(invalid(
+                "ftl.gc_step_pages",
+                format!(
+                    "expected 1 to geometry.pages_per_block ({}), got {}",
+                    g.pages_per_block, self.ftl.gc_step_pages
+                ),
+            ));
+        }
+        let c = &self.cell;
+        if !c.suspend {
+            for (key, set) in [
+                ("cell.suspend_ns", c.suspend_ns.is_some()),
+                ("cell.resume_ns", c.resume_ns.is_some()),
+                ("cell.max_suspends", c.max_suspends.is_some()),
+            ] {
+                if set {
+                    return Err(invalid(
+                        key,
+                        "only meaningful with cell.suspend = true (set it, or drop this key)"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        let (suspend_ns, resume_ns, max_suspends) = if c.suspend {
+            (
+                c.suspend_ns.unwrap_or(20_000),
+                c.resume_ns.unwrap_or(20_000),
+                c.max_suspends.unwrap_or(5),
+            )
+        } else {
+            (0, 0, 0)
+        };
+        if c.suspend && max_suspends == 0 {
+            return Err(invalid(
+                "cell.max_suspends",
+                "expected at least 1 with cell.suspend = true".into(),
+            ));
+        }
+        if self.controller.aging_ns == 0 {
+            return Err(invalid(
+                "controller.aging_ns",
+                "expected a positive time in ns".into(),
             ));
         }
         if self.placement.handles > 256 {
@@ -695,6 +829,9 @@ impl Config {
             codewords_per_page,
             decode_ns,
             encode_ns,
+            suspend_ns,
+            resume_ns,
+            max_suspends,
         })
     }
 

@@ -10,9 +10,12 @@
 //! this happens at issue time (resources are reserved first come, first served), so the event
 //! loop of [`run`] only has to order completions.
 
+mod link;
 pub mod run;
 
 pub use run::{Loop, Progress, RunSpec};
+
+use link::LinkCalendar;
 
 use crate::config::{Config, ConfigError, Derived, UnmappedRead};
 use crate::ecc;
@@ -20,6 +23,7 @@ use crate::ftl::{build_ftl, FlashOp, Ftl, FtlError, PageWrite, Purpose};
 use crate::nand::store::PageStore;
 use crate::nand::timing::Timeline;
 use crate::nand::Geometry;
+use crate::placement::allocation::{plane_allocator, PlaneAllocator};
 use crate::placement::{PlacementError, PlacementTable};
 use crate::request::{HostRequest, Op, SourceError};
 use crate::stats::{FlashCounters, RequestLogRow, TimeSeries};
@@ -114,6 +118,7 @@ struct PageTxn {
 /// Flash work done for the request being processed (per-request log).
 #[derive(Debug, Clone, Copy, Default)]
 struct RequestWork {
+    oob_reads: u32,
     reads: u32,
     programs: u32,
     erases: u32,
@@ -130,6 +135,7 @@ pub struct Device {
     ftl: Box<dyn Ftl>,
     placement: PlacementTable,
     timeline: Timeline,
+    allocator: Box<dyn PlaneAllocator>,
     store: Option<PageStore>,
     flash: FlashCounters,
     series: TimeSeries,
@@ -137,7 +143,10 @@ pub struct Device {
     requests_seen: u64,
     rng: Xoshiro256PlusPlus,
     now_ns: u64,
-    link_free_ns: u64,
+    /// Host-to-device direction of the link (write data), in issue order.
+    link_in_free_ns: u64,
+    /// Device-to-host direction (read data), shared by the order data becomes ready.
+    link_out: LinkCalendar,
     cpu_free_ns: u64,
     buffer_ends: BinaryHeap<Reverse<u64>>,
     buffer_last_end_ns: u64,
@@ -181,6 +190,7 @@ impl Device {
             config.channel.cache_program,
         );
         Device {
+            allocator: plane_allocator(config.placement.allocation, &geo, config.placement.handles),
             placement: PlacementTable::new(&config.placement),
             store: store_data.then(|| PageStore::new(config.geometry.page_size_bytes as usize)),
             series: TimeSeries::new(config.stats.interval_ns),
@@ -198,7 +208,8 @@ impl Device {
             flash: FlashCounters::default(),
             requests_seen: 0,
             now_ns: 0,
-            link_free_ns: 0,
+            link_in_free_ns: 0,
+            link_out: LinkCalendar::default(),
             cpu_free_ns: 0,
             buffer_ends: BinaryHeap::new(),
             buffer_last_end_ns: 0,
@@ -427,9 +438,10 @@ impl Device {
         })
     }
 
-    /// Background GC: one plane per request is checked (round robin, cheap and deterministic);
-    /// if it is below its watermark and its die has been idle long enough, one victim is
-    /// reclaimed in that idle time.
+    /// Background GC: one plane per request is checked (round robin, cheap and deterministic).
+    /// If it wants collection and its die has been idle for `gc_bg_idle_ns`, GC steps fill the
+    /// idle window up to the request's issue time: each step starts when the die is free, and
+    /// no step starts after the request arrived, so host work waits at most for one step.
     fn maybe_background_gc(&mut self, issue_ns: u64) -> Result<(), DeviceError> {
         let plane = self.bg_cursor;
         self.bg_cursor = if plane + 1 == self.geo.planes {
@@ -441,17 +453,28 @@ impl Device {
             return Ok(());
         }
         let die = self.geo.die_of_plane(plane);
-        let idle_from = self.timeline.die_free_ns(die) + self.config.ftl.gc_bg_idle_ns;
-        if idle_from > issue_ns {
-            return Ok(());
+        let idle_ns = self.config.ftl.gc_bg_idle_ns;
+        let mut start = self.timeline.die_free_ns(die) + idle_ns;
+        let step = self.config.ftl.gc_step_pages;
+        // Bounded: a plane has at most blocks_per_plane victims' worth of work to do.
+        for _ in 0..self.geo.blocks_per_plane * self.geo.pages_per_block {
+            if start > issue_ns || !self.ftl.wants_background_gc(plane) {
+                break;
+            }
+            self.ops.clear();
+            let mut ops = std::mem::take(&mut self.ops);
+            let result = self.ftl.background_gc(plane, start, step, &mut ops);
+            let busy_before = self.flash.gc_busy_ns;
+            self.apply_ftl_ops(&ops, start);
+            self.flash.gc_background_ns += self.flash.gc_busy_ns - busy_before;
+            let did_work = !ops.is_empty();
+            ops.clear();
+            self.ops = ops;
+            if !result? || !did_work {
+                break;
+            }
+            start = self.timeline.die_free_ns(die);
         }
-        self.ops.clear();
-        let mut ops = std::mem::take(&mut self.ops);
-        let result = self.ftl.background_gc(plane, idle_from, &mut ops);
-        self.apply_ftl_ops(&ops, idle_from);
-        ops.clear();
-        self.ops = ops;
-        result?;
         Ok(())
     }
 
@@ -481,6 +504,10 @@ impl Device {
                     }
                     self.flash.array_reads += 1;
                     self.flash.programs += 1;
+                    // The move reads the page's OOB (its logical address) and writes it anew.
+                    self.flash.oob_reads += 1;
+                    self.flash.oob_writes += 1;
+                    self.work.oob_reads += 1;
                     self.flash.gc_busy_ns += busy;
                     self.work.reads += 1;
                     self.work.programs += 1;
@@ -502,24 +529,6 @@ impl Device {
                     if let Some(store) = &mut self.store {
                         store.erase(self.geo.first_page(block), self.geo.pages_per_block);
                     }
-                }
-                FlashOp::Read { ppa, .. } => {
-                    let t_read = self.derived.read_ns[self.geo.page_type(ppa) as usize];
-                    self.timeline
-                        .read(self.geo.die_of(ppa), ready_ns, t_read, 1, xfer);
-                    self.flash.array_reads += 1;
-                    self.flash.bytes_transferred += page_bytes;
-                    self.work.reads += 1;
-                    self.work.flash_ns += t_read + xfer;
-                }
-                FlashOp::Program { ppa, .. } => {
-                    let t_prog = self.derived.program_ns[self.geo.page_type(ppa) as usize];
-                    self.timeline
-                        .program(self.geo.die_of(ppa), ready_ns, t_prog, 1, xfer);
-                    self.flash.programs += 1;
-                    self.flash.bytes_transferred += page_bytes;
-                    self.work.programs += 1;
-                    self.work.flash_ns += t_prog + xfer;
                 }
             }
         }
@@ -656,8 +665,9 @@ impl Device {
         self.groups.sort_unstable();
         for i in 0..self.groups.len() {
             let (ready, bytes) = self.groups[i];
-            self.link_free_ns = self.link_free_ns.max(ready) + self.link_ns(bytes);
-            complete = complete.max(self.link_free_ns);
+            let duration = self.link_ns(bytes);
+            let end = self.link_out.reserve(ready, duration, start);
+            complete = complete.max(end);
         }
         Ok((complete, uncorrectable))
     }
@@ -758,9 +768,14 @@ impl Device {
         for i in 0..pages {
             let lpa = first_lpa + i;
             let (lo, hi) = page_span(req, lpa, page);
-            // Host data crosses the link page by page.
-            let arrive = self.link_free_ns.max(start) + self.link_ns(hi - lo);
-            self.link_free_ns = arrive;
+            // Host data crosses the link page by page, in issue order.
+            let link = self.link_ns(hi - lo);
+            let arrive = if link == 0 {
+                start
+            } else {
+                self.link_in_free_ns.max(start) + link
+            };
+            self.link_in_free_ns = self.link_in_free_ns.max(arrive);
             let mut ready = arrive + encode;
             if buffer_pages > 0 {
                 while self
@@ -781,9 +796,13 @@ impl Device {
             }
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
+            let plane = self
+                .allocator
+                .choose(handle, self.timeline.die_free_slice(), start);
             let page_write = PageWrite {
                 lpa,
                 handle,
+                plane,
                 now_ns: start,
                 host_bytes: (hi - lo) as u32,
             };
@@ -815,6 +834,10 @@ impl Device {
                     content[lo as usize..hi as usize].fill(0);
                 }
                 store.put(outcome.new, content);
+                // The old copy is invalid now: its bytes go, so memory follows live data.
+                if let Some(old) = outcome.old {
+                    store.remove(old);
+                }
             }
             self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
             self.txns.push(PageTxn {
@@ -856,6 +879,7 @@ impl Device {
                 self.flash.multi_plane_ops += 1;
             }
             self.flash.programs += n as u64;
+            self.flash.oob_writes += n as u64;
             self.flash.bytes_transferred += n as u64 * self.page_size() as u64;
             self.work.programs += n;
             self.work.flash_ns += t_prog + xfer * n as u64;
@@ -879,6 +903,11 @@ impl Device {
             let (lo, hi) = page_span(req, lpa, page);
             // Only whole pages can be deallocated; partial ranges keep their data.
             if hi - lo == page {
+                if let Some(store) = &mut self.store {
+                    if let Some(old) = self.ftl.lookup(lpa, &mut self.ops) {
+                        store.remove(old);
+                    }
+                }
                 self.ops.clear();
                 let mut ops = std::mem::take(&mut self.ops);
                 self.ftl.trim(lpa, &mut ops);
@@ -909,24 +938,30 @@ impl Device {
         let write =
             |dev: &mut Device, lpa: u64, ops: &mut Vec<FlashOp>| -> Result<(), DeviceError> {
                 let page_bytes = dev.page_size();
-                dev.ftl.write(
+                // Untimed: every die is equally idle, so the allocator stripes.
+                let plane = dev.allocator.choose(0, dev.timeline.die_free_slice(), 0);
+                let outcome = dev.ftl.write(
                     PageWrite {
                         lpa,
                         handle: 0,
+                        plane,
                         now_ns: 0,
                         host_bytes: page_bytes,
                     },
                     ops,
                 )?;
                 if let Some(store) = &mut dev.store {
+                    // GC first (the old copy may have moved), then the overwrite.
                     for op in ops.iter() {
                         match *op {
                             FlashOp::Move { src, dst } => store.relocate(src, dst),
                             FlashOp::Erase { block, .. } => {
                                 store.erase(dev.geo.first_page(block), dev.geo.pages_per_block)
                             }
-                            _ => {}
                         }
+                    }
+                    if let Some(old) = outcome.old {
+                        store.remove(old);
                     }
                 }
                 ops.clear();
@@ -985,7 +1020,8 @@ impl Device {
         }
         self.requests_seen = 0;
         self.now_ns = 0;
-        self.link_free_ns = 0;
+        self.link_in_free_ns = 0;
+        self.link_out.reset();
         self.cpu_free_ns = 0;
         self.buffer_ends.clear();
         self.buffer_last_end_ns = 0;
@@ -1077,7 +1113,7 @@ fn request_log_row(
         duration_ns: complete_ns - issue_ns,
         flash_reads: work.reads,
         flash_writes: work.programs,
-        oob_reads: 0,
+        oob_reads: work.oob_reads,
         // Every program writes the page's OOB (logical address, sequence) with it.
         oob_writes: work.programs,
         erases: work.erases,

@@ -182,7 +182,15 @@ pub struct FlashCounters {
     pub read_retries: u64,
     pub multi_plane_ops: u64,
     pub rmw_reads: u64,
+    /// Out-of-band area reads (GC reads each moved page's logical address) and writes (every
+    /// program writes the page's logical address with it).
+    pub oob_reads: u64,
+    pub oob_writes: u64,
+    /// Array and bus time of GC work, and the part of it done in background (idle) steps.
     pub gc_busy_ns: u64,
+    pub gc_background_ns: u64,
+    /// Program and erase suspensions for reads.
+    pub suspensions: u64,
 }
 
 /// One interval of the time series.
