@@ -18,6 +18,7 @@ pub mod nand;
 pub mod placement;
 pub mod presets;
 pub mod request;
+pub mod sched;
 pub mod stats;
 pub mod wear;
 

@@ -10,6 +10,7 @@
 //! this happens at issue time (resources are reserved first come, first served), so the event
 //! loop of [`run`] only has to order completions.
 
+mod engine;
 mod link;
 pub mod run;
 
@@ -72,6 +73,8 @@ pub struct Completion {
     pub complete_ns: u64,
     /// A page of a read could not be decoded (EIO to the host).
     pub uncorrectable: bool,
+    /// The longest wait of one of its flash operations for its die.
+    pub queue_ns: u64,
 }
 
 impl Completion {
@@ -118,6 +121,8 @@ struct PageTxn {
 /// Flash work done for the request being processed (per-request log).
 #[derive(Debug, Clone, Copy, Default)]
 struct RequestWork {
+    /// Longest wait of one of its operations for its die (reservation path).
+    queue_ns: u64,
     oob_reads: u32,
     reads: u32,
     programs: u32,
@@ -160,6 +165,8 @@ pub struct Device {
     page_link_ns: u64,
     work: RequestWork,
     run: Option<Box<run::RunState>>,
+    /// The event engine of a run whose scheduling is not plain FCFS reservation.
+    engine: Option<Box<engine::Engine>>,
 }
 
 impl Device {
@@ -221,6 +228,7 @@ impl Device {
             page_link_ns,
             work: RequestWork::default(),
             run: None,
+            engine: None,
         }
     }
 
@@ -435,6 +443,7 @@ impl Device {
             issue_ns,
             complete_ns,
             uncorrectable,
+            queue_ns: self.work.queue_ns,
         })
     }
 
@@ -541,9 +550,16 @@ impl Device {
         let t_read = self.derived.read_ns[self.geo.page_type(ppa) as usize];
         let xfer = self.derived.page_transfer_ns;
         let r = self.timeline.read(die, ready_ns, t_read, 1, xfer);
+        self.note_wait(r.array_start_ns, ready_ns);
         self.count_host_read(1, t_read + xfer);
         self.work.first_ppa.get_or_insert(ppa);
         self.decode(ppa, die, t_read, r.end_ns)
+    }
+
+    /// The request's operation waited from `ready_ns` until `start_ns` for its die or channel.
+    #[inline]
+    fn note_wait(&mut self, start_ns: u64, ready_ns: u64) {
+        self.work.queue_ns = self.work.queue_ns.max(start_ns.saturating_sub(ready_ns));
     }
 
     fn count_host_read(&mut self, pages: u32, flash_ns: u64) {
@@ -693,6 +709,7 @@ impl Device {
                     let die = txns[i].die;
                     let t = self.derived.melded_read_ns;
                     let r = self.timeline.read(die, start, t, bits as u32, xfer);
+                    self.note_wait(r.array_start_ns, start);
                     self.flash.melded_reads += 1;
                     self.count_host_read(bits as u32, t + xfer * bits as u64);
                     self.work.first_ppa.get_or_insert(txns[i].ppa);
@@ -726,6 +743,7 @@ impl Device {
                     .max()
                     .unwrap_or(0);
                 let r = self.timeline.read(rest[i].die, start, t_read, n, xfer);
+                self.note_wait(r.array_start_ns, start);
                 self.flash.multi_plane_ops += 1;
                 self.count_host_read(n, t_read + xfer * n as u64);
                 self.work.first_ppa.get_or_insert(rest[i].ppa);
@@ -820,25 +838,7 @@ impl Device {
                     ready = ready.max(done);
                 }
             }
-            if let Some(store) = &mut self.store {
-                let mut content: Box<[u8]> =
-                    match (partial, outcome.old.and_then(|old| store.get(old))) {
-                        (true, Some(old)) => old.into(),
-                        _ => vec![0u8; page as usize].into_boxed_slice(),
-                    };
-                if let Some(d) = data {
-                    let from = (lpa * page + lo - req.offset) as usize;
-                    content[lo as usize..hi as usize]
-                        .copy_from_slice(&d[from..from + (hi - lo) as usize]);
-                } else {
-                    content[lo as usize..hi as usize].fill(0);
-                }
-                store.put(outcome.new, content);
-                // The old copy is invalid now: its bytes go, so memory follows live data.
-                if let Some(old) = outcome.old {
-                    store.remove(old);
-                }
-            }
+            self.store_page_write(req, lpa, (lo, hi), outcome, data);
             self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
             self.txns.push(PageTxn {
                 die: self.geo.die_of(outcome.new),
@@ -855,6 +855,38 @@ impl Device {
             Ok(accepted)
         } else {
             Ok(programmed)
+        }
+    }
+
+    /// Data mode: store the bytes `span` of page `lpa` that `req` writes (from `data`, zeros
+    /// without it) under the page's new location, merged into its old contents, and drop the
+    /// old copy, so that memory follows live data.
+    fn store_page_write(
+        &mut self,
+        req: &HostRequest,
+        lpa: u64,
+        (lo, hi): (u64, u64),
+        outcome: crate::ftl::WriteOutcome,
+        data: Option<&[u8]>,
+    ) {
+        let Some(store) = &mut self.store else {
+            return;
+        };
+        let page = store.page_size() as u64;
+        let partial = hi - lo < page;
+        let mut content: Box<[u8]> = match (partial, outcome.old.and_then(|old| store.get(old))) {
+            (true, Some(old)) => old.into(),
+            _ => vec![0u8; page as usize].into_boxed_slice(),
+        };
+        if let Some(d) = data {
+            let from = (lpa * page + lo - req.offset) as usize;
+            content[lo as usize..hi as usize].copy_from_slice(&d[from..from + (hi - lo) as usize]);
+        } else {
+            content[lo as usize..hi as usize].fill(0);
+        }
+        store.put(outcome.new, content);
+        if let Some(old) = outcome.old {
+            store.remove(old);
         }
     }
 
@@ -875,6 +907,8 @@ impl Device {
                 .max()
                 .unwrap_or(0);
             let p = self.timeline.program(group[0].die, ready, t_prog, n, xfer);
+            // The array phase starts after the data transfer: the rest is waiting.
+            self.note_wait(p.array_start_ns.saturating_sub(xfer * n as u64), ready);
             if n > 1 {
                 self.flash.multi_plane_ops += 1;
             }
@@ -1063,6 +1097,9 @@ impl Device {
             config_hash: &self.config_hash,
             ftl_name: self.ftl.name(),
             gc_policy: &gc_policy,
+            scheduler: self.config.controller.scheduler.name(),
+            allocation: self.allocator.name(),
+            die_busy_ns: &self.timeline.busy_per_die_ns,
         })
     }
 

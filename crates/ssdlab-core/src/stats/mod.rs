@@ -114,6 +114,9 @@ pub struct OpStats {
     pub clat: LatencyStats,
     /// Total latency: arrival to completion.
     pub lat: LatencyStats,
+    /// The part of `clat` spent waiting in die queues, and the rest (service).
+    pub queue: LatencyStats,
+    pub service: LatencyStats,
     pub errors: u64,
 }
 
@@ -125,6 +128,8 @@ impl OpStats {
             slat: LatencyStats::new(false),
             clat: LatencyStats::new(true),
             lat: LatencyStats::new(false),
+            queue: LatencyStats::new(true),
+            service: LatencyStats::new(true),
             errors: 0,
         }
     }
