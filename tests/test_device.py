@@ -102,6 +102,20 @@ def test_bad_op_is_refused_before_the_core(make_device):
         make_device().submit("erase", 0, KIB4)
 
 
+def test_an_uncorrectable_read_says_so(make_device):
+    # Every codeword of a fresh page sees ~800 bit errors at this RBER, far beyond what LDPC
+    # corrects, and no retries are allowed: the read must fail ECC and report it.
+    noisy = make_device(extra=["ecc.rber_base=0.05", "ecc.max_read_retries=0"])
+    noisy.write(0, KIB4)
+    done = noisy.read(0, KIB4)
+    assert done.uncorrectable is True
+    assert noisy.stats()["ecc"]["uncorrectable_pages"] == 1
+    clean = make_device()
+    clean.write(0, KIB4)
+    assert clean.read(0, KIB4).uncorrectable is False
+    assert clean.write(0, KIB4).uncorrectable is False
+
+
 # -- hints ---------------------------------------------------------------------------------------
 
 
