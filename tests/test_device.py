@@ -324,6 +324,11 @@ def test_run_arrays_checks_its_columns(make_device):
         dev.run_arrays([3], [0], [KIB4])
     with pytest.raises(ValueError, match="offsets"):
         dev.run_arrays([1], [0.5], [KIB4])
+    # A placement id column is checked by the hint vocabulary, with its message.
+    with pytest.raises(
+        ValueError, match=r"^placement\[1\]: hint 'placement_id' expects an integer 0-65535"
+    ):
+        dev.run_arrays([1, 1], [0, KIB4], [KIB4, KIB4], placement=[-1, 70_000])
 
 
 def test_run_job_runs_each_job_in_order(make_device, two_jobs):

@@ -9,7 +9,7 @@ mod server;
 use errors::{config_error, device_error, hint_error, value_error, workload_error};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
-use ssdlab_core::hint::{HintBuilder, HintOut, HintValue, HINT_FIELDS};
+use ssdlab_core::hint::{HintBuilder, HintField, HintOut, HintValue, HINT_FIELDS};
 use ssdlab_core::{Device, Hint, HostRequest, Loop, Op, PreconditionOptions, RunSpec, VecSource};
 use ssdlab_workload::{read_job_file, TraceFormat, TraceOptions};
 use std::path::Path;
@@ -336,11 +336,11 @@ impl PyDevice {
             };
             let mut hint = Hint::default();
             if let Some(p) = &placement {
+                // -1 marks "no placement id"; anything else is checked by the vocabulary.
                 if p[i] >= 0 {
-                    hint.placement_id =
-                        Some(u16::try_from(p[i]).map_err(|_| {
-                            value_error(format!("placement[{i}]: expected 0..65535"))
-                        })?);
+                    HintField::PlacementId
+                        .set(&mut hint, HintValue::Int(p[i].into()))
+                        .map_err(|e| value_error(format!("placement[{i}]: {e}")))?;
                 }
             }
             requests.push(HostRequest {
