@@ -102,6 +102,20 @@ def test_bad_op_is_refused_before_the_core(make_device):
         make_device().submit("erase", 0, KIB4)
 
 
+def test_an_uncorrectable_read_says_so(make_device):
+    # Every codeword of a fresh page sees ~800 bit errors at this RBER, far beyond what LDPC
+    # corrects, and no retries are allowed: the read must fail ECC and report it.
+    noisy = make_device(extra=["ecc.rber_base=0.05", "ecc.max_read_retries=0"])
+    noisy.write(0, KIB4)
+    done = noisy.read(0, KIB4)
+    assert done.uncorrectable is True
+    assert noisy.stats()["ecc"]["uncorrectable_pages"] == 1
+    clean = make_device()
+    clean.write(0, KIB4)
+    assert clean.read(0, KIB4).uncorrectable is False
+    assert clean.write(0, KIB4).uncorrectable is False
+
+
 # -- hints ---------------------------------------------------------------------------------------
 
 
@@ -229,6 +243,30 @@ def test_presets_are_sorted_pairs():
 # -- statistics and runs -------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "greedy",
+        pytest.param(
+            "cost_benefit",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="host/mod.rs still prints the policy as Debug lowercased (costbenefit); "
+                "it must call GcPolicyKind::name()",
+            ),
+        ),
+        "fifo",
+    ],
+)
+def test_the_report_spells_choices_as_the_config_does(make_device, policy):
+    dev = make_device(extra=[f"ftl.gc_policy={policy}"])
+    config, stats = dev.config, dev.stats()
+    assert stats["gc"]["policy"] == config["ftl"]["gc_policy"] == policy
+    assert stats["ftl"] == config["ftl"]["kind"]
+    # What the report says can be given back to the configuration.
+    assert make_device(extra=[f"ftl.gc_policy={stats['gc']['policy']}"]).config == config
+
+
 def test_waf_counts_host_and_flash_pages(make_device):
     dev = make_device()
     for page in range(100):
@@ -286,6 +324,11 @@ def test_run_arrays_checks_its_columns(make_device):
         dev.run_arrays([3], [0], [KIB4])
     with pytest.raises(ValueError, match="offsets"):
         dev.run_arrays([1], [0.5], [KIB4])
+    # A placement id column is checked by the hint vocabulary, with its message.
+    with pytest.raises(
+        ValueError, match=r"^placement\[1\]: hint 'placement_id' expects an integer 0-65535"
+    ):
+        dev.run_arrays([1, 1], [0, KIB4], [KIB4, KIB4], placement=[-1, 70_000])
 
 
 def test_run_job_runs_each_job_in_order(make_device, two_jobs):

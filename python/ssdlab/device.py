@@ -42,12 +42,18 @@ _OPCODES = (0, 1, 2)  # read, write, trim: the codes of start_arrays
 
 @dataclass(frozen=True)
 class Completion:
-    """The completion of one request: simulated times in ns and, for reads, the data."""
+    """The completion of one request: simulated times in ns and, for reads, the data.
+
+    ``uncorrectable`` is true when a page of a read failed ECC even after its read retries: the
+    model reports the failure on the request, as a drive would return an error, rather than
+    corrupting the data.
+    """
 
     latency_ns: int
     submit_ns: int
     complete_ns: int
     data: bytes | None = None
+    uncorrectable: bool = False
 
 
 class JobResult(Mapping[str, Any]):
@@ -211,6 +217,7 @@ class Device:
             submit_ns=raw["submit_ns"],
             complete_ns=raw["complete_ns"],
             data=raw.get("data"),
+            uncorrectable=bool(raw["uncorrectable"]),
         )
 
     def write(

@@ -360,6 +360,34 @@ pub enum WearLevelingKind {
     Dynamic,
 }
 
+/// `name()` on the configuration's choice enums: the spelling the configuration file uses,
+/// for reports and messages. Reports used to print `Debug` lowercased, which turns
+/// `cost_benefit` into `costbenefit`, a value the configuration then refuses. `ALL` lists the
+/// variants; the `match` is exhaustive, so a new variant cannot be left without a name, and a
+/// test checks each name against serde's spelling.
+macro_rules! config_names {
+    ($($kind:ident { $($variant:ident => $name:literal),+ $(,)? })+) => {$(
+        impl $kind {
+            pub const ALL: &'static [$kind] = &[$($kind::$variant),+];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($kind::$variant => $name),+
+                }
+            }
+        }
+    )+};
+}
+
+config_names! {
+    CellKind { Slc => "slc", Mlc => "mlc", Tlc => "tlc", Qlc => "qlc" }
+    UnmappedRead { Zero => "zero", Flash => "flash" }
+    EccCode { None => "none", Crc => "crc", Bch => "bch", Ldpc => "ldpc" }
+    FtlKind { PageMap => "page_map" }
+    GcPolicyKind { Greedy => "greedy", CostBenefit => "cost_benefit", Fifo => "fifo" }
+    WearLevelingKind { None => "none", Dynamic => "dynamic" }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FtlConfig {
@@ -926,5 +954,31 @@ mod tests {
         assert_eq!(d.melded_read_ns, 38_000 + 7 * 20_000);
         // 4 KiB at 800 MT/s on an 8-bit bus: 5.12 us (device-model.md).
         assert_eq!(d.page_transfer_ns, 5_120);
+    }
+
+    /// Every choice's `name()` is the spelling serde writes and the configuration accepts.
+    #[test]
+    fn choice_names_are_the_config_spellings() {
+        fn check<T>(all: &[T], name: fn(T) -> &'static str)
+        where
+            T: Copy + PartialEq + std::fmt::Debug + Serialize + serde::de::DeserializeOwned,
+        {
+            for &v in all {
+                let spelled = serde_json::to_value(v).unwrap();
+                assert_eq!(spelled, name(v), "{v:?}");
+                let back: T = serde_json::from_value(name(v).into()).unwrap();
+                assert_eq!(back, v);
+            }
+        }
+        check(CellKind::ALL, CellKind::name);
+        check(UnmappedRead::ALL, UnmappedRead::name);
+        check(EccCode::ALL, EccCode::name);
+        check(FtlKind::ALL, FtlKind::name);
+        check(GcPolicyKind::ALL, GcPolicyKind::name);
+        check(WearLevelingKind::ALL, WearLevelingKind::name);
+        // The case that motivated it, through a configuration override.
+        let c =
+            Config::from_toml("", "x", &[("ftl.gc_policy".into(), "cost_benefit".into())]).unwrap();
+        assert_eq!(c.ftl.gc_policy.name(), "cost_benefit");
     }
 }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod ecc;
 pub mod ftl;
 pub mod gc;
+pub mod hint;
 pub mod host;
 pub mod nand;
 pub mod placement;

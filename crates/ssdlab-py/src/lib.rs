@@ -6,10 +6,10 @@ mod errors;
 mod request_log;
 mod server;
 
-use errors::{config_error, device_error, value_error, workload_error};
+use errors::{config_error, device_error, hint_error, value_error, workload_error};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
-use ssdlab_core::request::{Reliability, SeaClass, WriteLife};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
+use ssdlab_core::hint::{HintBuilder, HintField, HintOut, HintValue, HINT_FIELDS};
 use ssdlab_core::{Device, Hint, HostRequest, Loop, Op, PreconditionOptions, RunSpec, VecSource};
 use ssdlab_workload::{read_job_file, TraceFormat, TraceOptions};
 use std::path::Path;
@@ -29,60 +29,94 @@ fn parse_op(op: &str) -> PyResult<Op> {
     })
 }
 
+/// A Python dict of hint fields as the core's [`HintBuilder`] takes it: the core parses every
+/// name (canonical or alias) and value, so Python accepts what a trace's hint column does and
+/// gets the same messages. `None` values mean "not set".
 fn parse_hint(hint: Option<&Bound<'_, PyDict>>) -> PyResult<Hint> {
-    let mut out = Hint::default();
+    let mut builder = HintBuilder::new();
     let Some(dict) = hint else {
-        return Ok(out);
+        return Ok(builder.finish());
     };
     for (key, value) in dict.iter() {
-        let key: String = key.extract()?;
+        let key: String = key
+            .extract()
+            .map_err(|_| value_error(format!("hint field names are strings, got {key}")))?;
         if value.is_none() {
             continue;
         }
-        let bad = |expected: &str| value_error(format!("hint field '{key}': expected {expected}"));
-        match key.as_str() {
-            "write_life" => {
-                let s: String = value.extract().map_err(|_| bad("a string"))?;
-                out.write_life = Some(match s.as_str() {
-                    "not_set" => WriteLife::NotSet,
-                    "none" => WriteLife::None,
-                    "short" => WriteLife::Short,
-                    "medium" => WriteLife::Medium,
-                    "long" => WriteLife::Long,
-                    "extreme" => WriteLife::Extreme,
-                    _ => return Err(bad("one of not_set, none, short, medium, long, extreme")),
-                });
-            }
-            "stream" => {
-                out.stream = Some(value.extract().map_err(|_| bad("an integer in 0..65535"))?)
-            }
-            "placement_id" => {
-                out.placement_id = Some(value.extract().map_err(|_| bad("an integer in 0..65535"))?)
-            }
-            "read_group" => {
-                out.read_group = Some(value.extract().map_err(|_| bad("a non-negative integer"))?)
-            }
-            "flush_read" => out.flush_read = value.extract().map_err(|_| bad("a boolean"))?,
-            "sea_class" => {
-                let s: String = value.extract().map_err(|_| bad("'dyn' or 'stat'"))?;
-                out.sea_class = Some(match s.as_str() {
-                    "dyn" => SeaClass::Dyn,
-                    "stat" => SeaClass::Stat,
-                    _ => return Err(bad("'dyn' or 'stat'")),
-                });
-            }
-            "reliability" => {
-                let s: String = value.extract().map_err(|_| bad("'dirty' or 'clean'"))?;
-                out.reliability = Some(match s.as_str() {
-                    "dirty" => Reliability::Dirty,
-                    "clean" => Reliability::Clean,
-                    _ => return Err(bad("'dirty' or 'clean'")),
-                });
-            }
-            _ => return Err(value_error(format!("unknown hint field '{key}'"))),
+        // bool before int: Python's bool is an int subclass, and True is not stream 1.
+        let text: std::borrow::Cow<'_, str>;
+        let value = if let Ok(b) = value.downcast::<PyBool>() {
+            HintValue::Bool(b.is_true())
+        } else if let Ok(n) = value.extract::<i128>() {
+            HintValue::Int(n)
+        } else if let Ok(s) = value.downcast::<PyString>() {
+            text = s.to_cow()?;
+            HintValue::Text(&text)
+        } else {
+            // Anything else (a float, a list) fails the field's parser with its own message,
+            // quoting the value as Python shows it.
+            text = value.repr()?.to_cow()?.into_owned().into();
+            HintValue::Text(&text)
+        };
+        builder.set(&key, value).map_err(hint_error)?;
+    }
+    Ok(builder.finish())
+}
+
+/// A hint as a dict of canonical names and values (set fields only).
+fn hint_dict<'py>(py: Python<'py>, hint: &Hint) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    for (name, value) in hint.items() {
+        match value {
+            HintOut::Name(v) => out.set_item(name, v)?,
+            HintOut::Int(v) => out.set_item(name, v)?,
+            HintOut::Flag => out.set_item(name, true)?,
         }
     }
     Ok(out)
+}
+
+/// The hint vocabulary: (name, aliases, values, expected, doc) per field, in the core's order.
+#[pyfunction]
+fn hint_fields() -> Vec<HintFieldRow> {
+    HINT_FIELDS
+        .iter()
+        .map(|s| {
+            let list = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+            (
+                s.name.to_string(),
+                list(s.aliases),
+                list(s.values),
+                s.expected.to_string(),
+                s.doc.to_string(),
+            )
+        })
+        .collect()
+}
+
+type HintFieldRow = (String, Vec<String>, Vec<String>, String, String);
+
+/// Validate a dict of hint fields (any names the core accepts) and return it with canonical
+/// names and values, set fields only.
+#[pyfunction]
+fn normalize_hint<'py>(
+    py: Python<'py>,
+    fields: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyDict>> {
+    hint_dict(py, &parse_hint(Some(fields))?)
+}
+
+/// Parse the text form (`life=short;fdp=2`) into a dict of canonical names and values.
+#[pyfunction]
+fn parse_hint_text<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyDict>> {
+    hint_dict(py, &text.parse().map_err(hint_error)?)
+}
+
+/// The text form of a dict of hint fields, with canonical names and values.
+#[pyfunction]
+fn format_hint(fields: &Bound<'_, PyDict>) -> PyResult<String> {
+    Ok(parse_hint(Some(fields))?.to_string())
 }
 
 /// A simulated SSD.
@@ -302,11 +336,11 @@ impl PyDevice {
             };
             let mut hint = Hint::default();
             if let Some(p) = &placement {
+                // -1 marks "no placement id"; anything else is checked by the vocabulary.
                 if p[i] >= 0 {
-                    hint.placement_id =
-                        Some(u16::try_from(p[i]).map_err(|_| {
-                            value_error(format!("placement[{i}]: expected 0..65535"))
-                        })?);
+                    HintField::PlacementId
+                        .set(&mut hint, HintValue::Int(p[i].into()))
+                        .map_err(|e| value_error(format!("placement[{i}]: {e}")))?;
                 }
             }
             requests.push(HostRequest {
@@ -404,6 +438,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(job_names, m)?)?;
+    m.add_function(wrap_pyfunction!(hint_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(normalize_hint, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_hint_text, m)?)?;
+    m.add_function(wrap_pyfunction!(format_hint, m)?)?;
     m.add_function(wrap_pyfunction!(request_log::summarize_request_log, m)?)?;
     Ok(())
 }
