@@ -243,21 +243,7 @@ def test_presets_are_sorted_pairs():
 # -- statistics and runs -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "policy",
-    [
-        "greedy",
-        pytest.param(
-            "cost_benefit",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="host/mod.rs still prints the policy as Debug lowercased (costbenefit); "
-                "it must call GcPolicyKind::name()",
-            ),
-        ),
-        "fifo",
-    ],
-)
+@pytest.mark.parametrize("policy", ["greedy", "cost_benefit", "fifo"])
 def test_the_report_spells_choices_as_the_config_does(make_device, policy):
     dev = make_device(extra=[f"ftl.gc_policy={policy}"])
     config, stats = dev.config, dev.stats()

@@ -1085,7 +1085,6 @@ impl Device {
 
     /// The cumulative `ssd` object.
     pub fn ssd_json(&self) -> serde_json::Value {
-        let gc_policy = format!("{:?}", self.config.ftl.gc_policy).to_lowercase();
         crate::stats::ssd_json(&crate::stats::SsdReportInputs {
             ftl: self.ftl.counters(),
             flash: self.flash,
@@ -1096,7 +1095,7 @@ impl Device {
             seed: self.seed,
             config_hash: &self.config_hash,
             ftl_name: self.ftl.name(),
-            gc_policy: &gc_policy,
+            gc_policy: self.config.ftl.gc_policy.name(),
             scheduler: self.config.controller.scheduler.name(),
             allocation: self.allocator.name(),
             die_busy_ns: &self.timeline.busy_per_die_ns,
