@@ -113,7 +113,8 @@ pub trait Ftl: Send {
     ) -> Result<bool, FtlError>;
     /// Free blocks of `plane` now.
     fn free_blocks(&self, plane: u32) -> usize;
-    /// Fewest free blocks any plane has had since the counters were reset.
+    /// Fewest free blocks any plane has kept after a host write opened a block, since the
+    /// counters were reset (never below the GC reserve).
     fn min_free_blocks(&self) -> usize;
     fn counters(&self) -> FtlCounters;
     fn handle_counters(&self) -> &[HandleCounters];

@@ -64,7 +64,8 @@ pub struct PageMapFtl {
     fg_free_blocks: usize,
     bg_free_blocks: usize,
     step_pages: u32,
-    /// Fewest free blocks any plane has had (the hard reserve must hold).
+    /// Fewest free blocks any plane has kept after a host frontier took one (the hard reserve
+    /// must hold: only the GC frontier may go below it).
     min_free_blocks: usize,
     counters: FtlCounters,
     handle_counters: Vec<HandleCounters>,
@@ -151,8 +152,10 @@ impl PageMapFtl {
             block = self.pools[plane as usize]
                 .pop()
                 .ok_or(FtlError::NoSpace { plane })?;
-            let free = self.pools[plane as usize].len();
-            self.min_free_blocks = self.min_free_blocks.min(free);
+            if kind == HOST {
+                let free = self.pools[plane as usize].len();
+                self.min_free_blocks = self.min_free_blocks.min(free);
+            }
             let b = block as usize;
             debug_assert_eq!(self.state[b], BlockState::Free);
             debug_assert_eq!(self.valid_pages[b], 0);

@@ -217,6 +217,23 @@ impl Engine {
         }
     }
 
+    fn new_batch(&mut self) -> u32 {
+        let b = Batch {
+            reads_left: 0,
+            erase: NONE,
+        };
+        match self.free_batches.pop() {
+            Some(id) => {
+                self.batches[id as usize] = b;
+                id
+            }
+            None => {
+                self.batches.push(b);
+                (self.batches.len() - 1) as u32
+            }
+        }
+    }
+
     fn refresh_load(&mut self, die: u32) {
         let d = die as usize;
         self.die_load_ns[d] = self.dies[d].free_at_ns + self.queued_work_ns[d];
@@ -685,23 +702,9 @@ impl Device {
         let page_bytes = self.page_size() as u64;
         let codewords = self.derived.codewords_per_page as u64;
         let now = self.engine().now_ns;
-        let batch = {
-            let e = self.engine();
-            let b = Batch {
-                reads_left: 0,
-                erase: NONE,
-            };
-            match e.free_batches.pop() {
-                Some(id) => {
-                    e.batches[id as usize] = b;
-                    id
-                }
-                None => {
-                    e.batches.push(b);
-                    (e.batches.len() - 1) as u32
-                }
-            }
-        };
+        // One batch per victim: the FTL lists a victim's moves, then its erase (a foreground
+        // collection at the hard reserve may reclaim several victims in one list).
+        let mut batch = self.engine().new_batch();
         let mut reads = Vec::new();
         for op in ops {
             match *op {
@@ -785,16 +788,17 @@ impl Device {
                         e.request(request).pending += 1;
                     }
                     e.batches[batch as usize].erase = id;
+                    if e.batches[batch as usize].reads_left == 0 {
+                        e.free_batches.push(batch);
+                        self.enqueue_at(id, now);
+                    }
+                    batch = self.engine().new_batch();
                 }
             }
         }
         let e = self.engine();
         if e.batches[batch as usize].reads_left == 0 {
-            let erase = e.batches[batch as usize].erase;
             e.free_batches.push(batch);
-            if erase != NONE {
-                self.enqueue_at(erase, now);
-            }
         }
         for r in reads {
             self.enqueue_at(r, now);

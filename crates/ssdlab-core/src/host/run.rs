@@ -310,6 +310,13 @@ impl Device {
             return Ok(run.in_flight.pop());
         }
         let Some(c) = self.engine_next_completion(limit)? else {
+            if limit.is_none() {
+                // Requests in flight but nothing left to happen: a broken invariant of the
+                // engine; an error, never a spin.
+                return Err(DeviceError::Run(
+                    "event engine stalled with requests in flight",
+                ));
+            }
             return Ok(None);
         };
         let mut f = run.in_flight.take(c.slot as u16);
