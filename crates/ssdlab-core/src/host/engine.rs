@@ -26,7 +26,9 @@ use crate::ftl::{FlashOp, PageWrite};
 use crate::nand::die::{ActiveOp, Die};
 use crate::nand::timing::Timeline;
 use crate::request::{HostRequest, Op};
-use crate::sched::{scheduler, Candidate, DieContext, Scheduler, TxnClass, TxnKind};
+use crate::sched::{
+    queue_of, scheduler, Candidate, DieContext, Heads, Scheduler, TxnClass, TxnKind, QUEUES,
+};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
@@ -59,11 +61,15 @@ struct Txn {
     gates: u8,
     not_before_ns: u64,
     enqueued_ns: u64,
+    /// Arrival order in its die's queues.
+    enqueue_seq: u64,
     /// Next member of a multi-plane group (the leader's chain), or NONE.
     group_next: u32,
     /// A host program out of the write buffer: frees a slot when done.
     buffer_id: Option<u64>,
     retries_left: u32,
+    /// Copyback moves fused into this one die operation (a GC step on its die), or 0.
+    moves: u32,
     extra_decode_ns: u64,
     uncorrectable: bool,
     sampled: bool,
@@ -97,8 +103,8 @@ enum Event {
     ReadDone { leader: u32 },
     /// Transaction `txn` enters its die's queue.
     Enqueue { txn: u32 },
-    /// Background GC may start on `die` if it is still idle.
-    IdleGc { die: u32, generation: u32 },
+    /// Background GC may start on `die` if it has stayed idle.
+    IdleGc { die: u32 },
 }
 
 /// One finished request of the run.
@@ -120,7 +126,12 @@ pub(crate) struct Engine {
     batches: Vec<Batch>,
     free_batches: Vec<u32>,
     dies: Vec<Die>,
-    queues: Vec<Vec<u32>>,
+    /// The queues of each die (`QUEUES` per die, see `sched::queue_of`), in arrival order.
+    queues: Vec<VecDeque<u32>>,
+    enqueue_seq: u64,
+    /// Per die: a background-GC check is pending, and when the die last became idle.
+    idle_gc_pending: Vec<bool>,
+    idle_since_ns: Vec<u64>,
     /// Array time of the transactions assigned to each die and not started yet.
     queued_work_ns: Vec<u64>,
     /// When each die would be done with everything given to it (dynamic allocation's view).
@@ -139,8 +150,9 @@ pub(crate) struct Engine {
     buffer_waiting: VecDeque<(u32, u32, u64)>,
     /// Flushes waiting for buffered programs: (first buffer id not covered, request slot).
     flushes: Vec<(u64, u32)>,
-    candidates: Vec<Candidate>,
     bg_plane_cursor: Vec<u32>,
+    /// Scratch list of the move reads of a GC step.
+    scratch_reads: Vec<u32>,
 }
 
 impl Engine {
@@ -175,7 +187,10 @@ impl Engine {
             free_batches: Vec::new(),
             die_load_ns: die_state.iter().map(|d| d.free_at_ns).collect(),
             dies: die_state,
-            queues: vec![Vec::new(); dies],
+            queues: vec![VecDeque::new(); dies * QUEUES],
+            enqueue_seq: 0,
+            idle_gc_pending: vec![false; dies],
+            idle_since_ns: vec![0; dies],
             queued_work_ns: vec![0; dies],
             channel_free_ns: (0..g.channels)
                 .map(|c| dev.timeline.channel_free_ns(c))
@@ -194,8 +209,8 @@ impl Engine {
             buffer_outstanding: BTreeSet::new(),
             buffer_waiting: VecDeque::new(),
             flushes: Vec::new(),
-            candidates: Vec::new(),
             bg_plane_cursor: vec![0; dies],
+            scratch_reads: Vec::new(),
         }
     }
 
@@ -232,6 +247,13 @@ impl Engine {
                 (self.batches.len() - 1) as u32
             }
         }
+    }
+
+    fn die_queues_empty(&self, die: u32) -> bool {
+        let first = die as usize * QUEUES;
+        self.queues[first..first + QUEUES]
+            .iter()
+            .all(|q| q.is_empty())
     }
 
     fn refresh_load(&mut self, die: u32) {
@@ -284,9 +306,11 @@ fn txn(kind: TxnKind, class: TxnClass, array_ns: u64) -> Txn {
         gates: 0,
         not_before_ns: 0,
         enqueued_ns: 0,
+        enqueue_seq: 0,
         group_next: NONE,
         buffer_id: None,
         retries_left: 0,
+        moves: 0,
         extra_decode_ns: 0,
         uncorrectable: false,
         sampled: false,
@@ -320,8 +344,10 @@ impl Device {
         let now = e.now_ns;
         let t = &mut e.txns[id as usize];
         t.enqueued_ns = now;
+        t.enqueue_seq = e.enqueue_seq;
+        e.enqueue_seq += 1;
         let (die, class) = (t.die, t.class);
-        e.queues[die as usize].push(id);
+        e.queues[die as usize * QUEUES + queue_of(t.kind, class)].push_back(id);
         let d = &mut e.dies[die as usize];
         if !d.is_busy(now) {
             self.dispatch(die);
@@ -363,20 +389,25 @@ impl Device {
             channel_free: e.channel_free_ns[channel as usize] <= now,
             reads_only,
         };
-        e.candidates.clear();
-        for &id in &e.queues[d] {
-            let t = &e.txns[id as usize];
-            e.candidates.push(Candidate {
-                kind: t.kind,
-                class: t.class,
-                enqueued_ns: t.enqueued_ns,
-                needs_channel_first: t.kind == TxnKind::Program && t.transfers > 0,
-            });
+        let mut heads: Heads = [None; QUEUES];
+        let mut any = false;
+        for (q, head) in heads.iter_mut().enumerate() {
+            if let Some(&id) = e.queues[d * QUEUES + q].front() {
+                let t = &e.txns[id as usize];
+                *head = Some(Candidate {
+                    kind: t.kind,
+                    class: t.class,
+                    enqueued_ns: t.enqueued_ns,
+                    seq: t.enqueue_seq,
+                    needs_channel_first: t.kind == TxnKind::Program && t.transfers > 0,
+                });
+                any = true;
+            }
         }
-        let pick = if e.candidates.is_empty() {
-            None
+        let pick = if any {
+            e.sched.pick(&heads, &context)
         } else {
-            e.sched.pick(&e.candidates, &context)
+            None
         };
         match pick {
             Some(index) => self.start(die, index),
@@ -397,35 +428,50 @@ impl Device {
     }
 
     /// An idle die with a plane below the background watermark gets a GC step once it has
-    /// been idle for `gc_bg_idle_ns`.
+    /// been idle for `gc_bg_idle_ns`. At most one check per die is pending at a time.
     fn maybe_idle_gc(&mut self, die: u32) {
         let first = die * self.geo.planes_per_die;
         let wants = (first..first + self.geo.planes_per_die)
             .any(|plane| self.ftl.wants_background_gc(plane));
-        if wants {
-            let e = self.engine.as_mut().expect("engine");
-            let at = e.now_ns + self.config.ftl.gc_bg_idle_ns;
-            let generation = e.dies[die as usize].generation;
-            e.schedule(at, Event::IdleGc { die, generation });
+        if !wants {
+            return;
+        }
+        let idle_ns = self.config.ftl.gc_bg_idle_ns;
+        let e = self.engine.as_mut().expect("engine");
+        let d = die as usize;
+        e.idle_since_ns[d] = e.now_ns;
+        if !e.idle_gc_pending[d] {
+            e.idle_gc_pending[d] = true;
+            let at = e.now_ns + idle_ns;
+            e.schedule(at, Event::IdleGc { die });
         }
     }
 
-    fn idle_gc(&mut self, die: u32, generation: u32) -> Result<(), DeviceError> {
+    fn idle_gc(&mut self, die: u32) -> Result<(), DeviceError> {
+        let idle_ns = self.config.ftl.gc_bg_idle_ns;
         let e = self.engine.as_mut().expect("engine");
         let now = e.now_ns;
-        let d = &e.dies[die as usize];
-        if d.generation != generation || d.is_busy(now) || !e.queues[die as usize].is_empty() {
+        let d = die as usize;
+        e.idle_gc_pending[d] = false;
+        if e.dies[d].is_busy(now) || !e.die_queues_empty(die) {
+            return Ok(()); // busy again: its next idle moment schedules a new check
+        }
+        if now < e.idle_since_ns[d] + idle_ns {
+            // It worked and went idle again since this check was scheduled.
+            e.idle_gc_pending[d] = true;
+            let at = e.idle_since_ns[d] + idle_ns;
+            e.schedule(at, Event::IdleGc { die });
             return Ok(());
         }
         let planes = self.geo.planes_per_die;
-        let start = e.bg_plane_cursor[die as usize];
+        let start = e.bg_plane_cursor[d];
         for k in 0..planes {
             let offset = (start + k) % planes;
             let plane = die * planes + offset;
             if !self.ftl.wants_background_gc(plane) {
                 continue;
             }
-            self.engine().bg_plane_cursor[die as usize] = (offset + 1) % planes;
+            self.engine().bg_plane_cursor[d] = (offset + 1) % planes;
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
             let result =
@@ -439,15 +485,18 @@ impl Device {
         Ok(())
     }
 
-    /// Start the queued transaction at `index` on `die`, with the queued ones that line up
-    /// with it on the die's other planes (one multi-plane operation).
-    fn start(&mut self, die: u32, index: usize) {
+    /// Start the head of queue `queue` on `die`, with queued ones of the same queue that line
+    /// up with it on the die's other planes (one multi-plane operation; the first
+    /// `MERGE_WINDOW` entries are looked at, so a start costs the same for any queue length).
+    fn start(&mut self, die: u32, queue: usize) {
+        const MERGE_WINDOW: usize = 16;
         let xfer_ns = self.derived.page_transfer_ns;
         let cache_read = self.config.channel.cache_read;
         let e = self.engine.as_mut().expect("engine");
         let now = e.now_ns;
         let d = die as usize;
-        let leader = e.queues[d].remove(index);
+        let q = d * QUEUES + queue;
+        let leader = e.queues[q].pop_front().expect("a queued transaction");
         let lt = e.txns[leader as usize];
         // Multi-plane: same kind and page offset on other planes, same class (a melded read
         // senses a whole wordline on its own).
@@ -456,19 +505,24 @@ impl Device {
         let mut tail = leader;
         let mut array_ns = lt.array_ns;
         let mut transfers = lt.transfers;
-        if lt.kind != TxnKind::Erase && lt.decode_pages <= 1 && e.planes_per_die > 1 {
+        if lt.kind != TxnKind::Erase
+            && lt.moves == 0
+            && lt.decode_pages <= 1
+            && e.planes_per_die > 1
+        {
             let mut i = 0;
-            while i < e.queues[d].len() && members < e.planes_per_die {
-                let id = e.queues[d][i];
+            while i < e.queues[q].len().min(MERGE_WINDOW) && members < e.planes_per_die {
+                let id = e.queues[q][i];
                 let t = e.txns[id as usize];
                 let bit = 1u64 << (t.plane % 64);
                 if t.kind == lt.kind
+                    && t.moves == 0
                     && t.class == lt.class
                     && t.page_in_block == lt.page_in_block
                     && t.decode_pages <= 1
                     && planes_used & bit == 0
                 {
-                    e.queues[d].remove(i);
+                    e.queues[q].remove(i);
                     planes_used |= bit;
                     e.txns[tail as usize].group_next = id;
                     tail = id;
@@ -530,10 +584,13 @@ impl Device {
             array_start_ns: array_start,
             end_ns: die_free,
             suspends: 0,
+            read_done_with_die: data_end == die_free,
         });
         let generation = e.dies[d].generation;
         e.schedule(die_free, Event::DieFree { die, generation });
-        if lt.kind == TxnKind::Read {
+        // A read's data is done when its die is free unless cache read frees the die early:
+        // then one event serves both (die_free sees the read end).
+        if lt.kind == TxnKind::Read && data_end != die_free {
             e.schedule(data_end, Event::ReadDone { leader });
         }
         e.refresh_load(die);
@@ -549,7 +606,9 @@ impl Device {
             return;
         }
         if let Some(op) = e.dies[d].finish() {
-            if op.kind != TxnKind::Read {
+            if op.kind == TxnKind::Read && op.read_done_with_die {
+                self.read_done(op.id);
+            } else if op.kind != TxnKind::Read {
                 let mut id = op.id;
                 while id != NONE {
                     let next = self.engine().txns[id as usize].group_next;
@@ -705,9 +764,64 @@ impl Device {
         // One batch per victim: the FTL lists a victim's moves, then its erase (a foreground
         // collection at the hard reserve may reclaim several victims in one list).
         let mut batch = self.engine().new_batch();
-        let mut reads = Vec::new();
+        let mut reads = std::mem::take(&mut self.engine().scratch_reads);
+        reads.clear();
+        // Copyback moves on one die run back to back as one die operation (the GC step),
+        // one event instead of three per page; a host read may suspend it like a program.
+        let mut fused = NONE;
         for op in ops {
+            if !matches!(*op, FlashOp::Move { src, dst } if self.config.ftl.gc_copyback && self.geo.die_of(src) == self.geo.die_of(dst))
+            {
+                fused = NONE;
+            }
             match *op {
+                FlashOp::Move { src, dst }
+                    if self.config.ftl.gc_copyback
+                        && self.geo.die_of(src) == self.geo.die_of(dst) =>
+                {
+                    let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
+                    let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
+                    let busy = t_read + t_prog;
+                    self.flash.array_reads += 1;
+                    self.flash.programs += 1;
+                    self.flash.oob_reads += 1;
+                    self.flash.oob_writes += 1;
+                    self.flash.gc_busy_ns += busy;
+                    if background {
+                        self.flash.gc_background_ns += busy;
+                    }
+                    self.work.reads += 1;
+                    self.work.programs += 1;
+                    self.work.oob_reads += 1;
+                    self.work.flash_ns += busy;
+                    if let Some(store) = &mut self.store {
+                        store.relocate(src, dst);
+                    }
+                    let die = self.geo.die_of(src);
+                    let e = self.engine();
+                    if fused != NONE && e.txns[fused as usize].die == die {
+                        e.txns[fused as usize].array_ns += busy;
+                        e.txns[fused as usize].moves += 1;
+                    } else {
+                        let mut step = txn(TxnKind::Program, class, busy);
+                        step.die = die;
+                        step.plane = self.geo.plane_of(src);
+                        step.ppa = dst;
+                        step.moves = 1;
+                        step.request = request;
+                        step.batch = batch;
+                        step.background = background;
+                        let e = self.engine();
+                        fused = e.new_txn(step);
+                        e.batches[batch as usize].reads_left += 1;
+                        if request != NONE {
+                            e.request(request).pending += 1;
+                        }
+                        reads.push(fused);
+                    }
+                    let e = self.engine();
+                    e.queued_work_ns[die as usize] += busy;
+                }
                 FlashOp::Move { src, dst } => {
                     let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
                     let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
@@ -793,6 +907,7 @@ impl Device {
                         self.enqueue_at(id, now);
                     }
                     batch = self.engine().new_batch();
+                    fused = NONE;
                 }
             }
         }
@@ -800,9 +915,10 @@ impl Device {
         if e.batches[batch as usize].reads_left == 0 {
             e.free_batches.push(batch);
         }
-        for r in reads {
+        for &r in &reads {
             self.enqueue_at(r, now);
         }
+        self.engine().scratch_reads = reads;
     }
 
     /// Translate a request issued at `issue_ns` (the engine's present) into transactions.
@@ -1124,7 +1240,7 @@ impl Device {
             Event::DieFree { die, generation } => self.die_free(die, generation),
             Event::ReadDone { leader } => self.read_done(leader),
             Event::Enqueue { txn } => self.enqueue_at(txn, time),
-            Event::IdleGc { die, generation } => self.idle_gc(die, generation)?,
+            Event::IdleGc { die } => self.idle_gc(die)?,
         }
         Ok(())
     }

@@ -22,6 +22,8 @@ pub struct ActiveOp {
     pub end_ns: u64,
     /// Times it has been suspended already.
     pub suspends: u32,
+    /// A read whose data is on the controller when the die is free (no cache read).
+    pub read_done_with_die: bool,
 }
 
 /// A program or erase waiting for the reads that suspended it.
@@ -96,6 +98,7 @@ impl Die {
             array_start_ns: now_ns,
             end_ns: now_ns + resume_ns + s.remaining_ns,
             suspends: s.suspends,
+            read_done_with_die: false,
         };
         self.start(op);
         op
@@ -115,6 +118,7 @@ mod tests {
             array_start_ns: 10_000,
             end_ns: 710_000,
             suspends: 0,
+            read_done_with_die: false,
         });
         assert!(die.can_suspend(300_000, 1));
         let g = die.generation;
@@ -137,6 +141,7 @@ mod tests {
             array_start_ns: 50,
             end_ns: 1_050,
             suspends: 0,
+            read_done_with_die: false,
         });
         assert_eq!(die.suspend(20, 5), 55);
         assert_eq!(die.suspended.unwrap().remaining_ns, 1_000);

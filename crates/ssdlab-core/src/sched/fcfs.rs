@@ -1,8 +1,8 @@
-//! First come, first served: the die serves its queue in arrival order. (Runs with `fcfs` and
-//! no suspend use the reservation fast path, which gives the same order without events; this
-//! policy serves the event engine when suspend is on.)
+//! First come, first served: the die serves its transactions in arrival order. (Runs with
+//! `fcfs` and no suspend use the reservation fast path, which gives the same order without
+//! events; this policy serves the event engine when suspend is on.)
 
-use super::{first_read, Candidate, DieContext, Scheduler};
+use super::{host_read, min_head, DieContext, Heads, Scheduler};
 
 pub struct Fcfs;
 
@@ -11,10 +11,10 @@ impl Scheduler for Fcfs {
         "fcfs"
     }
 
-    fn pick(&mut self, queue: &[Candidate], die: &DieContext) -> Option<usize> {
+    fn pick(&mut self, heads: &Heads, die: &DieContext) -> Option<usize> {
         if die.reads_only {
-            return first_read(queue);
+            return host_read(heads);
         }
-        (!queue.is_empty()).then_some(0)
+        min_head(heads, |c| c.seq)
     }
 }

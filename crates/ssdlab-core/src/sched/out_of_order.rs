@@ -3,7 +3,7 @@
 //! not need the channel to start (an erase, a copyback, an array read) rather than waiting for
 //! the bus. There is no aging: under a read flood, writes wait (the policy's known weakness).
 
-use super::{first_read, Candidate, DieContext, Scheduler, TxnKind};
+use super::{host_read, min_head, DieContext, Heads, Scheduler, TxnKind};
 
 pub struct OutOfOrder;
 
@@ -20,18 +20,13 @@ impl Scheduler for OutOfOrder {
         "out_of_order"
     }
 
-    fn pick(&mut self, queue: &[Candidate], die: &DieContext) -> Option<usize> {
+    fn pick(&mut self, heads: &Heads, die: &DieContext) -> Option<usize> {
         if die.reads_only {
-            return first_read(queue);
+            return host_read(heads);
         }
-        let mut best: Option<(bool, u8, u64, usize)> = None;
-        for (i, c) in queue.iter().enumerate() {
+        min_head(heads, |c| {
             let blocked = !die.channel_free && c.needs_channel_first;
-            let key = (blocked, kind_rank(c.kind), c.enqueued_ns, i);
-            if best.is_none_or(|b| key < b) {
-                best = Some(key);
-            }
-        }
-        best.map(|(_, _, _, i)| i)
+            (blocked, kind_rank(c.kind), c.seq)
+        })
     }
 }

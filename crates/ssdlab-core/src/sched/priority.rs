@@ -5,7 +5,7 @@
 //! `TSU_Priority_OutOfOrder` and of FLIN, Tavakkol et al., ISCA 2018, without its fairness
 //! control).
 
-use super::{first_read, Candidate, DieContext, Scheduler};
+use super::{host_read, min_head, DieContext, Heads, Scheduler};
 
 pub struct Priority {
     aging_ns: u64,
@@ -24,20 +24,15 @@ impl Scheduler for Priority {
         "priority"
     }
 
-    fn pick(&mut self, queue: &[Candidate], die: &DieContext) -> Option<usize> {
+    fn pick(&mut self, heads: &Heads, die: &DieContext) -> Option<usize> {
         if die.reads_only {
-            return first_read(queue);
+            return host_read(heads);
         }
         // Effective class = class − waited / aging (may go below 0); lowest wins, then oldest.
-        let mut best: Option<(i64, u64, usize)> = None;
-        for (i, c) in queue.iter().enumerate() {
+        // Each queue is in arrival order, so its head has waited longest of its class.
+        min_head(heads, |c| {
             let waited = die.now_ns.saturating_sub(c.enqueued_ns);
-            let rank = c.class as i64 - (waited / self.aging_ns) as i64;
-            let key = (rank, c.enqueued_ns, i);
-            if best.is_none_or(|b| key < b) {
-                best = Some(key);
-            }
-        }
-        best.map(|(_, _, i)| i)
+            (c.class as i64 - (waited / self.aging_ns) as i64, c.seq)
+        })
     }
 }
