@@ -4,12 +4,14 @@
 //!
 //! TLS (`tls`) is offered to every connection when configured; a TCP address off the loopback
 //! interface is refused unless TLS is required or `insecure` is set, because anyone who reaches
-//! a plain export can read and overwrite it.
+//! a plain export can read and overwrite it. With an image (`image`) the device is rebuilt from
+//! it at bind time and the image is synced at shutdown.
 
 use crate::clock::{self, Clock};
 use crate::connection::Session;
 use crate::emulator::{Emulator, EmulatorCounters};
 use crate::handshake::{negotiate_tls, ExportInfo, Negotiated};
+use crate::image::{Image, ImageError};
 use crate::protocol::MAX_PAYLOAD;
 use crate::tls::{Stream, TlsConfig, TlsError, TlsMode, TlsOptions};
 use crate::transport::Transport;
@@ -55,6 +57,8 @@ pub struct ServerOptions {
     pub tls: TlsOptions,
     /// Allow plain text (or optional TLS) on a TCP address other than loopback.
     pub insecure: bool,
+    /// Persistent image of the export's contents (`--image`).
+    pub image: Option<PathBuf>,
 }
 
 impl ServerOptions {
@@ -69,6 +73,7 @@ impl ServerOptions {
             compensation_ns: None,
             tls: TlsOptions::default(),
             insecure: false,
+            image: None,
         }
     }
 }
@@ -93,6 +98,8 @@ pub enum ServeError {
     Tls(#[from] TlsError),
     #[error("refusing to serve {0} without TLS: it is not a loopback address, so anyone who can reach it could read and overwrite the export; give --tls-cert/--tls-key or --tls-psk (with --tls=require), or --insecure to serve it anyway")]
     Insecure(SocketAddr),
+    #[error(transparent)]
+    Image(#[from] ImageError),
 }
 
 enum Listener {
@@ -144,7 +151,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Server {
     /// Bind the endpoint and prepare the export of `device` (which must store data).
-    pub fn bind(device: Device, options: &ServerOptions) -> Result<Server, ServeError> {
+    pub fn bind(mut device: Device, options: &ServerOptions) -> Result<Server, ServeError> {
         let clock: Box<dyn Clock> = clock::by_name(&options.clock, options.compensation_ns)
             .ok_or_else(|| ServeError::UnknownClock(options.clock.clone()))?;
         if !device.stores_data() {
@@ -183,6 +190,11 @@ impl Server {
                 Some(file)
             }
         };
+        // Last of the checks, as it may take a while: rebuild the device from the image.
+        let image = match &options.image {
+            Some(path) => Some(Image::open(path, &mut device, options.read_only)?),
+            None => None,
+        };
         let scheme = if tls.is_some() { "nbds" } else { "nbd" };
         let (listener, uri) = match &options.endpoint {
             Endpoint::Unix(path) => {
@@ -209,7 +221,10 @@ impl Server {
                 )
             }
         };
-        let emulator = Emulator::new(device, clock, log, options.miss_threshold_ns);
+        let mut emulator = Emulator::new(device, clock, log, options.miss_threshold_ns);
+        if let Some(image) = image {
+            emulator = emulator.with_image(image);
+        }
         Ok(Server {
             listener,
             emulator: Arc::new(emulator),
@@ -314,6 +329,13 @@ impl Server {
         if let Listener::Unix(_, path) = &self.listener {
             let _ = std::fs::remove_file(path);
         }
+        if let Some(image) = &self.emulator.image {
+            // A clean shutdown leaves the image durable, whether or not clients flushed.
+            image.sync().map_err(|source| ServeError::Io {
+                path: image.path().display().to_string(),
+                source,
+            })?;
+        }
         self.summary()
     }
 
@@ -389,6 +411,11 @@ fn emulator_json(
             "mode": tls.map_or("off", |t| t.mode.name()),
             "credentials": tls.map(|t| t.credentials),
         },
+        "image": emu.image.as_ref().map(|i| json!({
+            "path": i.path().display().to_string(),
+            "loaded_bytes": i.loaded_bytes,
+            "syncs": i.syncs(),
+        })),
     })
 }
 

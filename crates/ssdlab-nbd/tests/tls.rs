@@ -1,6 +1,6 @@
 //! TLS (STARTTLS with certificates and with pre-shared keys, `--tls=require`, bad credential
-//! files, the refusal of plain text off loopback), against a scripted client over a real Unix
-//! socket. Certificates are made at test time with OpenSSL.
+//! files, the refusal of plain text off loopback) and the persistent image, against a scripted
+//! client over a real Unix socket. Certificates are made at test time with OpenSSL.
 
 mod common;
 
@@ -459,4 +459,61 @@ fn plain_text_off_loopback_needs_insecure() {
     let loopback = ServerOptions::new(Endpoint::Tcp("127.0.0.1:0".parse().unwrap()));
     let server = Server::bind(tiny_device("slc"), &loopback).expect("loopback");
     assert!(server.uri().starts_with("nbd://127.0.0.1:"));
+}
+
+// -- persistent image ----------------------------------------------------------------------------
+
+#[test]
+fn the_image_keeps_the_export_across_restarts() {
+    let dir = TempDir::new("image");
+    let image = dir.0.join("export.img");
+    let data = pattern(9, 128 << 10);
+    let server = start("image-1", "virtual", |o| o.image = Some(image.clone()));
+    let mut c = Client::connect(&server.socket);
+    assert_eq!(c.write(1 << 20, &data), 0);
+    assert_eq!(c.write(4096, &data[..4096]), 0);
+    // A trimmed page reads back as zeros after the restart, and stays a hole.
+    assert_eq!(c.command(Command::Trim, 0, 4096, 4096), 0);
+    // FUA: durable now; the rest is synced at shutdown.
+    c.send(
+        Command::Write,
+        CMD_FLAG_FUA,
+        5,
+        3 << 20,
+        4096,
+        &data[..4096],
+    );
+    assert_eq!(c.reply(None).error, 0);
+    c.disconnect();
+    let summary = server.finish();
+    assert!(summary["emulator"]["image"]["syncs"].as_u64().unwrap() >= 2);
+    let size = tiny_device("slc").logical_bytes();
+    assert_eq!(std::fs::metadata(&image).unwrap().len(), size);
+
+    let server = start("image-2", "virtual", |o| o.image = Some(image.clone()));
+    let mut c = Client::connect(&server.socket);
+    assert!(c.read(1 << 20, data.len()).unwrap() == data);
+    assert!(c.read(3 << 20, 4096).unwrap() == data[..4096]);
+    assert!(c.read(4096, 4096).unwrap().iter().all(|&b| b == 0));
+    assert!(c.read(0, 4096).unwrap().iter().all(|&b| b == 0));
+    c.disconnect();
+    let summary = server.finish();
+    assert_eq!(
+        summary["emulator"]["image"]["loaded_bytes"],
+        data.len() as u64 + 4096
+    );
+    // The fill is not part of what was served.
+    assert_eq!(summary["jobs"][0]["write"]["total_ios"], 0);
+
+    // Another geometry has another size: a clear error, not a silent truncation.
+    let mut big = tiny_device("slc").config().clone();
+    big.geometry.blocks_per_plane *= 2;
+    let device = ssdlab_core::Device::new(big, 7, true);
+    let options = {
+        let mut o = ServerOptions::new(Endpoint::Unix(dir.0.join("other.sock")));
+        o.image = Some(image.clone());
+        o
+    };
+    let err = Server::bind(device, &options).err().unwrap().to_string();
+    assert!(err.contains("but the export is"), "{err}");
 }
