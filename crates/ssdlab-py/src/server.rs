@@ -2,9 +2,10 @@
 //! starts it, waits for it with signals checked (so Ctrl-C and SIGTERM stop it cleanly) and
 //! gets the summary as JSON text when it stops.
 
-use crate::errors::{device_error, value_error, SsdlabError};
+use crate::errors::{device_error, value_error, ConfigError, SsdlabError};
 use pyo3::prelude::*;
 use ssdlab_core::Device;
+use ssdlab_nbd::image::ImageError;
 use ssdlab_nbd::{
     Endpoint, ServeError, Server, ServerOptions, ShutdownHandle, TlsMode, TlsOptions,
 };
@@ -28,7 +29,19 @@ pub struct PyServer {
 }
 
 fn serve_error(e: ServeError) -> PyErr {
-    SsdlabError::new_err(e.to_string())
+    let message = e.to_string();
+    match e {
+        // Credentials, a plain export off loopback and an image that does not fit are what the
+        // user asked for, like a bad configuration value (`ssdlab serve` exits 2 for them).
+        ServeError::Tls(_)
+        | ServeError::Insecure(_)
+        | ServeError::Image(
+            ImageError::SizeMismatch { .. }
+            | ImageError::NotAFile { .. }
+            | ImageError::MissingReadOnly { .. },
+        ) => ConfigError::new_err(message),
+        _ => SsdlabError::new_err(message),
+    }
 }
 
 #[pymethods]
