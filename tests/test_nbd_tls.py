@@ -4,6 +4,7 @@ nbdinfo, nbdcopy (libnbd) and qemu-io (qemu's GnuTLS client) connect over ``nbds
 ``nbds://127.0.0.1`` with X.509 certificates made here by the ``openssl`` command, and with a
 PSK file; a plain client is refused by ``--tls=require``; bad credential files and a plain
 export off loopback are clear errors. ``--image`` keeps what qemu-io wrote across a restart.
+``ssdlab.Server`` gets the same through its parameters, checked with Python's ``ssl`` client.
 A missing client or ``openssl`` command skips the tests that need it (``make test-deps``
 installs them). Every server listens on a Unix socket or on 127.0.0.1 only.
 """
@@ -14,14 +15,21 @@ import json
 import random
 import secrets
 import shutil
+import socket
+import ssl
+import struct
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import ssdlab
 from nbd_support import MIB, NbdServer, require_emulator, run, tool
+from support import PRESET, TINY_OVERRIDES
 
 StartServer = Callable[..., NbdServer]
 
@@ -124,7 +132,6 @@ def nbdinfo(server: NbdServer, uri: str) -> dict[str, object]:
 @pytest.mark.parametrize("tcp", [False, True], ids=["unix", "tcp"])
 def test_x509_clients(nbd_server: StartServer, certificates: Path, tcp: bool) -> None:
     server = nbd_server(small=True, tcp=tcp, extra_args=x509_args(certificates))
-    assert (server.announced_uri() or "").startswith("nbds")
     uri = tls_uri(server, f"tls-certificates={certificates}")
     info = nbdinfo(server, uri)
     assert info["TLS"] is True
@@ -142,6 +149,8 @@ def test_x509_clients(nbd_server: StartServer, certificates: Path, tcp: bool) ->
     summary = server.stop()
     assert summary is not None
     assert summary["emulator"]["tls"] == {"mode": "require", "credentials": "x509"}
+    # Read after the stop: the line is printed just after the socket starts listening.
+    assert (server.announced_uri() or "").startswith("nbds")
 
 
 def test_require_refuses_a_plain_client(nbd_server: StartServer, certificates: Path) -> None:
@@ -296,3 +305,92 @@ def test_image_persists_across_restarts(nbd_server: StartServer, tmp_path: Path)
     # A device of another size does not silently truncate or extend the image.
     error = serve_error(tmp_path, *args)
     assert f"{image}: the image is {first.export_size} bytes but the export is" in error
+
+
+# --- the Python API, with Python's own TLS client ----------------------------------------------
+
+
+class StartTlsClient:
+    """Just enough NBD over STARTTLS (Python's ``ssl``): GO, then simple requests."""
+
+    def __init__(self, path: str, ca: Path) -> None:
+        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        raw.settimeout(10)
+        raw.connect(path)
+        self.sock: socket.socket = raw
+        assert self._recv(18)[:8] == b"NBDMAGIC"
+        raw.sendall(struct.pack(">I", 3))  # fixed newstyle, no zeroes
+        self._option(5)  # STARTTLS
+        assert self._reply()[1] == 1
+        context = ssl.create_default_context(cafile=str(ca))
+        self.sock = context.wrap_socket(raw, server_hostname="localhost")
+        self._option(7, struct.pack(">IH", 0, 0))  # GO, default export, no info requests
+        while (kind := self._reply()[1]) != 1:
+            assert kind == 3, hex(kind)  # NBD_REP_INFO
+
+    def _recv(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            assert chunk, "connection closed"
+            data += chunk
+        return data
+
+    def _option(self, option: int, data: bytes = b"") -> None:
+        self.sock.sendall(struct.pack(">QII", 0x49484156454F5054, option, len(data)) + data)
+
+    def _reply(self) -> tuple[int, int, bytes]:
+        _, option, kind, length = struct.unpack(">QIII", self._recv(20))
+        return option, kind, self._recv(length)
+
+    def request(self, command: int, offset: int, length: int, payload: bytes = b"") -> bytes:
+        self.sock.sendall(struct.pack(">IHHQQI", 0x25609513, 0, command, 1, offset, length))
+        self.sock.sendall(payload)
+        header = self._recv(16)
+        assert struct.unpack(">I", header[4:8])[0] == 0, "error reply"
+        return self._recv(length) if command == 0 else b""
+
+    def close(self) -> None:
+        self.sock.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 2, 0, 0, 0))
+        self.sock.close()
+
+
+def test_python_server_with_tls_and_an_image(tmp_path: Path, certificates: Path) -> None:
+    socket_path = Path(tempfile.mkdtemp(prefix="ssdtls-", dir="/tmp")) / "nbd.sock"
+    image = tmp_path / "export.img"
+    options: dict[str, Any] = {
+        "overrides": list(TINY_OVERRIDES),
+        "socket": socket_path,
+        "clock": "virtual",
+        "tls_cert": certificates / "server-cert.pem",
+        "tls_key": certificates / "server-key.pem",
+        "image": image,
+    }
+    data = random.Random(5).randbytes(64 * 1024)
+    with ssdlab.Server(PRESET, **options) as server:
+        assert server.uri.startswith("nbds+unix://")
+        client = StartTlsClient(str(socket_path), certificates / "ca-cert.pem")
+        client.request(1, 8192, len(data), data)  # WRITE
+        client.request(3, 0, 0)  # FLUSH
+        client.close()
+    assert server.summary is not None
+    assert server.summary["emulator"]["image"]["syncs"] >= 2  # the FLUSH and the shutdown
+    with ssdlab.Server(PRESET, **options) as server:
+        client = StartTlsClient(str(socket_path), certificates / "ca-cert.pem")
+        assert client.request(0, 8192, len(data)) == data
+        client.close()
+    assert server.summary is not None
+    assert server.summary["emulator"]["image"]["loaded_bytes"] == len(data)
+    socket_path.parent.rmdir()
+
+
+def test_python_server_argument_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="tls: expected one of off, on, require"):
+        ssdlab.Server(PRESET, overrides=list(TINY_OVERRIDES), port=0, tls="yes")
+    with pytest.raises(ssdlab.ConfigError, match="--insecure"):
+        ssdlab.Server(PRESET, overrides=list(TINY_OVERRIDES), port=0, host="0.0.0.0")
+    with pytest.raises(ssdlab.ConfigError, match="--tls=on needs credentials"):
+        ssdlab.Server(PRESET, overrides=list(TINY_OVERRIDES), port=0, tls="on")
+    missing = tmp_path / "missing.img"
+    with pytest.raises(ssdlab.ConfigError, match="does not exist, and a read-only export"):
+        ssdlab.Server(PRESET, overrides=list(TINY_OVERRIDES), port=0, read_only=True, image=missing)
