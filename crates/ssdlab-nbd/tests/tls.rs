@@ -517,3 +517,99 @@ fn the_image_keeps_the_export_across_restarts() {
     let err = Server::bind(device, &options).err().unwrap().to_string();
     assert!(err.contains("but the export is"), "{err}");
 }
+
+// -- property: nothing before STARTTLS -----------------------------------------------------------
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+    use ssdlab_nbd::clock;
+    use ssdlab_nbd::emulator::Emulator;
+    use ssdlab_nbd::handshake::ExportInfo;
+    use ssdlab_nbd::server::serve_stream_tls;
+    use ssdlab_nbd::tls::TlsConfig;
+    use ssdlab_nbd::transport::MemoryTransport;
+    use std::sync::OnceLock;
+
+    /// One PSK-only TLS configuration (`require`) for every case: loading it per case would
+    /// dominate the run time.
+    fn tls() -> &'static TlsConfig {
+        static TLS: OnceLock<TlsConfig> = OnceLock::new();
+        TLS.get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("ssdlab-tls-props-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("keys.psk");
+            std::fs::write(&path, "alice:000102030405060708090a0b0c0d0e0f\n").unwrap();
+            let options = TlsOptions {
+                psk: Some(path),
+                ..TlsOptions::default()
+            };
+            let config = TlsConfig::load(&options).unwrap().unwrap();
+            let _ = std::fs::remove_dir_all(&dir);
+            config
+        })
+    }
+
+    fn option() -> impl Strategy<Value = (u32, Vec<u8>)> {
+        let code = prop_oneof![
+            Just(OPT_EXPORT_NAME),
+            Just(OPT_ABORT),
+            Just(OPT_LIST),
+            Just(OPT_STARTTLS),
+            Just(OPT_INFO),
+            Just(OPT_GO),
+            Just(OPT_STRUCTURED_REPLY),
+            any::<u32>(),
+        ];
+        let data = prop_oneof![
+            3 => Just(Vec::new()),
+            2 => Just(info_payload("", &[INFO_NAME, INFO_DESCRIPTION])),
+            1 => proptest::collection::vec(any::<u8>(), 0..24),
+        ];
+        (code, data)
+    }
+
+    proptest! {
+        /// Under `--tls=require` no option before STARTTLS reveals anything about the export
+        /// (no SERVER or INFO reply, no transmission), and whatever follows STARTTLS (here
+        /// random bytes instead of a TLS handshake) ends the connection without a panic.
+        #[test]
+        fn require_reveals_nothing_before_starttls(
+            options in proptest::collection::vec(option(), 0..12),
+            after in proptest::collection::vec(any::<u8>(), 0..512),
+        ) {
+            let device = tiny_device("slc");
+            let export = ExportInfo {
+                name: "ssdlab".into(),
+                description: "secret".into(),
+                size: device.logical_bytes(),
+                read_only: false,
+                block_sizes: (512, device.page_size(), MAX_PAYLOAD),
+            };
+            let emu = Emulator::new(device, clock::by_name("virtual", None).unwrap(), None, 0);
+            let mut input = (FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes().to_vec();
+            for (code, data) in &options {
+                input.extend_from_slice(&IHAVEOPT.to_be_bytes());
+                input.extend_from_slice(&code.to_be_bytes());
+                input.extend_from_slice(&(data.len() as u32).to_be_bytes());
+                input.extend_from_slice(data);
+            }
+            input.extend_from_slice(&after);
+            let mut io = MemoryTransport::new(input);
+            let counters = serve_stream_tls(&mut io, &emu, &export, Some(tls()), |_| {});
+            prop_assert_eq!(counters.requests, 0);
+            let out = &io.output;
+            let mut at = 18;
+            while at + 20 <= out.len() {
+                let option = u32::from_be_bytes(out[at + 8..at + 12].try_into().unwrap());
+                let kind = u32::from_be_bytes(out[at + 12..at + 16].try_into().unwrap());
+                let len = u32::from_be_bytes(out[at + 16..at + 20].try_into().unwrap()) as usize;
+                prop_assert!(kind != REP_SERVER && kind != REP_INFO, "option {option}: {kind:#x}");
+                if option == OPT_STARTTLS && kind == REP_ACK {
+                    break; // TLS bytes follow
+                }
+                at += 20 + len;
+            }
+        }
+    }
+}
