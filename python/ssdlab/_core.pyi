@@ -84,6 +84,12 @@ class Server:
         export_name: str = "ssdlab",
         miss_threshold_ns: int = 10_000,
         compensation_ns: int | None = None,
+        tls: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        tls_psk: str | None = None,
+        insecure: bool = False,
+        image: str | None = None,
     ) -> None: ...
     @property
     def uri(self) -> str: ...

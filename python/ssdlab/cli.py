@@ -177,6 +177,32 @@ def _parser() -> argparse.ArgumentParser:
         "own round-trip overhead (default auto: measured per connection; 0: off)",
     )
     serve.add_argument(
+        "--tls",
+        choices=("off", "on", "require"),
+        default=None,
+        help="require: clients must upgrade with STARTTLS; on: TLS optional; off: no TLS "
+        "(default: require when --tls-cert/--tls-key or --tls-psk is given, else off)",
+    )
+    serve.add_argument("--tls-cert", metavar="FILE", help="X.509 certificate chain (PEM)")
+    serve.add_argument("--tls-key", metavar="FILE", help="private key of --tls-cert (PEM)")
+    serve.add_argument(
+        "--tls-psk",
+        metavar="FILE",
+        help="pre-shared keys, one username:hexkey per line (as psktool writes for nbdkit/qemu)",
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a --bind address other than loopback without --tls=require",
+    )
+    serve.add_argument(
+        "--image",
+        metavar="FILE",
+        help="keep the export's contents in this sparse file across restarts (created if "
+        "missing; synced on flush, FUA and shutdown). Default: none, data lives only as long "
+        "as the server",
+    )
+    serve.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -388,6 +414,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         ("--output", args.output),
         ("--stats-log", args.stats_log),
         ("--socket", args.socket),
+        ("--image", args.image),
     ):
         if path is not None and not os.path.isdir(os.path.dirname(path) or "."):
             raise UsageError(f"{option} {path}: no such directory")
@@ -404,6 +431,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         export_name=args.export_name,
         miss_threshold_ns=round(args.miss_threshold_us * 1000),
         compensation_ns=compensation_ns,
+        tls=args.tls,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_psk=args.tls_psk,
+        insecure=args.insecure,
+        image=args.image,
     )
     if not args.quiet:
         print(f"ssdlab serve: listening on {server.uri} ({args.clock} clock)", file=sys.stderr)

@@ -13,6 +13,16 @@ a round trip (reply delivery, its processing, its next request's delivery), meas
 connection from the gaps between a reply and the next request (or fixed by
 ``compensation_ns``; 0 turns it off), so that what the client measures is the model's latency.
 
+With ``tls_cert``/``tls_key`` (X.509, PEM) or ``tls_psk`` (a ``username:hexkey`` file, as
+nbdkit and qemu use) clients must upgrade with NBD's STARTTLS (``tls="require"``, the default
+then; ``"on"`` lets plain clients in too) and the URI is ``nbds://`` or ``nbds+unix://``. A TCP
+``host`` other than loopback needs TLS required, or ``insecure=True``.
+
+Without ``image`` the export's data lives only as long as the server. With ``image=PATH`` it
+persists in a sparse file of the export's size (created if missing): writes go through to it, a
+FLUSH or FUA write makes them durable, and the next server started with the same image begins
+with the same contents.
+
 The summary has fio's job layout (simulated latencies), the ``ssd`` section of ``ssdlab run``
 and an ``emulator`` section (connections, error replies, deadline misses and how late replies
 went out).
@@ -30,6 +40,7 @@ from ssdlab import _core
 from ssdlab.config import Overrides, parse_overrides, resolve
 
 CLOCKS = ("realtime", "virtual")
+TLS_MODES = ("off", "on", "require")
 
 
 class Server:
@@ -50,11 +61,19 @@ class Server:
         export_name: str = "ssdlab",
         miss_threshold_ns: int = 10_000,
         compensation_ns: int | None = None,
+        tls: str | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        tls_psk: str | os.PathLike[str] | None = None,
+        insecure: bool = False,
+        image: str | os.PathLike[str] | None = None,
     ) -> None:
         if (socket is None) == (port is None):
             raise ValueError("give exactly one of socket= and port=")
         if clock not in CLOCKS:
             raise ValueError(f"clock: expected one of {', '.join(CLOCKS)}, got {clock!r}")
+        if tls is not None and tls not in TLS_MODES:
+            raise ValueError(f"tls: expected one of {', '.join(TLS_MODES)}, got {tls!r}")
         toml_text, source_name = resolve(config)
         self.clock = clock
         self.summary: dict[str, Any] | None = None
@@ -72,6 +91,12 @@ class Server:
             export_name=export_name,
             miss_threshold_ns=miss_threshold_ns,
             compensation_ns=compensation_ns,
+            tls=tls,
+            tls_cert=_path(tls_cert),
+            tls_key=_path(tls_key),
+            tls_psk=_path(tls_psk),
+            insecure=insecure,
+            image=_path(image),
         )
 
     @property
@@ -118,3 +143,7 @@ class Server:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _path(path: str | os.PathLike[str] | None) -> str | None:
+    return os.fspath(path) if path is not None else None

@@ -2,9 +2,12 @@
 //!
 //! One mutex guards the device, the per-direction statistics and the request log, so that a
 //! request's simulation, its accounting and its log row happen in one critical section and the
-//! log's request numbers are in issue order. A request holds it for a few hundred nanoseconds.
+//! log's request numbers are in issue order. A request holds it for a few hundred nanoseconds
+//! (plus, with `--image`, the `pwrite` that mirrors a write into the image file, so that the file
+//! sees writes in the device's order; a FLUSH's `fdatasync` happens after the lock is released).
 
 use crate::clock::Clock;
+use crate::image::Image;
 use ssdlab_core::stats::{JobStats, LatencyStats};
 use ssdlab_core::{Completion, Device, DeviceError, HostRequest, Op};
 use std::fs::File;
@@ -74,6 +77,8 @@ pub struct Emulator {
     /// A reply later than its deadline by more than this counts as a miss.
     pub miss_threshold_ns: u64,
     pub started: Instant,
+    /// The persistent image that mirrors the export's contents (`--image`).
+    pub image: Option<Image>,
 }
 
 /// A request's outcome as the connection needs it.
@@ -123,7 +128,14 @@ impl Emulator {
             counters: Mutex::new(EmulatorCounters::default()),
             miss_threshold_ns,
             started: Instant::now(),
+            image: None,
         }
+    }
+
+    /// Mirror every accepted write and trim into `image`, and make it durable on FLUSH.
+    pub fn with_image(mut self, image: Image) -> Self {
+        self.image = Some(image);
+        self
     }
 
     /// The device state; a connection thread that panicked mid-request cannot have left it
@@ -144,13 +156,24 @@ impl Emulator {
     ) -> Served {
         let mut guard = self.lock();
         let state = &mut *guard;
-        match state.device.submit_at(issue, req, data, out) {
+        let served = match state.device.submit_at(issue, req, data, out) {
             Ok(completion) => {
-                let error = if completion.uncorrectable {
+                let mut error = if completion.uncorrectable {
                     crate::protocol::EIO
                 } else {
                     0
                 };
+                if let Some(image) = &self.image {
+                    let mirrored = match (req.op, data) {
+                        (Op::Write, Some(bytes)) => image.write(req.offset, bytes),
+                        (Op::Trim, _) => image.trim(req.offset, req.length),
+                        _ => Ok(()),
+                    };
+                    // The client must learn that its data will not survive a restart.
+                    if mirrored.is_err() {
+                        error = crate::protocol::EIO;
+                    }
+                }
                 state.account(req, &completion, error != 0);
                 Served { completion, error }
             }
@@ -169,6 +192,16 @@ impl Emulator {
                 };
                 Served { completion, error }
             }
+        };
+        drop(guard);
+        match &self.image {
+            Some(image) if req.op == Op::Flush && served.error == 0 && image.sync().is_err() => {
+                Served {
+                    error: crate::protocol::EIO,
+                    ..served
+                }
+            }
+            _ => served,
         }
     }
 }

@@ -1,12 +1,19 @@
 //! The listener: accepts connections on a Unix socket or TCP, runs each on its own thread,
 //! and on shutdown stops accepting, lets every connection deliver its held replies, flushes
 //! the request log and returns the summary.
+//!
+//! TLS (`tls`) is offered to every connection when configured; a TCP address off the loopback
+//! interface is refused unless TLS is required or `insecure` is set, because anyone who reaches
+//! a plain export can read and overwrite it. With an image (`image`) the device is rebuilt from
+//! it at bind time and the image is synced at shutdown.
 
 use crate::clock::{self, Clock};
 use crate::connection::Session;
 use crate::emulator::{Emulator, EmulatorCounters};
-use crate::handshake::{negotiate, ExportInfo, Negotiated};
+use crate::handshake::{negotiate_tls, ExportInfo, Negotiated};
+use crate::image::{Image, ImageError};
 use crate::protocol::MAX_PAYLOAD;
+use crate::tls::{Stream, TlsConfig, TlsError, TlsMode, TlsOptions};
 use crate::transport::Transport;
 use serde_json::{json, Value};
 use ssdlab_core::stats::{job_json, RequestLogRow};
@@ -46,6 +53,12 @@ pub struct ServerOptions {
     /// Real-time clock: send replies this much before their modelled completion to make up
     /// for the time they take to reach the client; `None` measures it at start.
     pub compensation_ns: Option<u64>,
+    /// TLS credentials and policy (`--tls`, `--tls-cert`, `--tls-key`, `--tls-psk`).
+    pub tls: TlsOptions,
+    /// Allow plain text (or optional TLS) on a TCP address other than loopback.
+    pub insecure: bool,
+    /// Persistent image of the export's contents (`--image`).
+    pub image: Option<PathBuf>,
 }
 
 impl ServerOptions {
@@ -58,6 +71,9 @@ impl ServerOptions {
             stats_log: None,
             miss_threshold_ns: 10_000,
             compensation_ns: None,
+            tls: TlsOptions::default(),
+            insecure: false,
+            image: None,
         }
     }
 }
@@ -78,6 +94,12 @@ pub enum ServeError {
     NoDataStore,
     #[error("writing the request log: {0}")]
     Log(io::Error),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("refusing to serve {0} without TLS: it is not a loopback address, so anyone who can reach it could read and overwrite the export; give --tls-cert/--tls-key or --tls-psk (with --tls=require), or --insecure to serve it anyway")]
+    Insecure(SocketAddr),
+    #[error(transparent)]
+    Image(#[from] ImageError),
 }
 
 enum Listener {
@@ -117,6 +139,7 @@ pub struct Server {
     export: Arc<ExportInfo>,
     stop: Arc<AtomicBool>,
     uri: String,
+    tls: Option<Arc<TlsConfig>>,
 }
 
 /// How long shutdown waits for clients that neither disconnect nor read their replies.
@@ -128,7 +151,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Server {
     /// Bind the endpoint and prepare the export of `device` (which must store data).
-    pub fn bind(device: Device, options: &ServerOptions) -> Result<Server, ServeError> {
+    pub fn bind(mut device: Device, options: &ServerOptions) -> Result<Server, ServeError> {
         let clock: Box<dyn Clock> = clock::by_name(&options.clock, options.compensation_ns)
             .ok_or_else(|| ServeError::UnknownClock(options.clock.clone()))?;
         if !device.stores_data() {
@@ -136,6 +159,13 @@ impl Server {
         }
         if options.export_name.len() > 4096 {
             return Err(ServeError::ExportName(options.export_name.clone()));
+        }
+        let tls = TlsConfig::load(&options.tls)?;
+        if let Endpoint::Tcp(addr) = &options.endpoint {
+            let tls_required = tls.as_ref().is_some_and(|t| t.mode == TlsMode::Require);
+            if !addr.ip().is_loopback() && !tls_required && !options.insecure {
+                return Err(ServeError::Insecure(*addr));
+            }
         }
         let page = device.page_size();
         let export = ExportInfo {
@@ -160,6 +190,12 @@ impl Server {
                 Some(file)
             }
         };
+        // Last of the checks, as it may take a while: rebuild the device from the image.
+        let image = match &options.image {
+            Some(path) => Some(Image::open(path, &mut device, options.read_only)?),
+            None => None,
+        };
+        let scheme = if tls.is_some() { "nbds" } else { "nbd" };
         let (listener, uri) = match &options.endpoint {
             Endpoint::Unix(path) => {
                 remove_stale_socket(path)?;
@@ -167,7 +203,7 @@ impl Server {
                     path: path.display().to_string(),
                     source,
                 })?;
-                let uri = format!("nbd+unix:///{}?socket={}", export.name, path.display());
+                let uri = format!("{scheme}+unix:///{}?socket={}", export.name, path.display());
                 (Listener::Unix(l, path.clone()), uri)
             }
             Endpoint::Tcp(addr) => {
@@ -179,19 +215,28 @@ impl Server {
                     path: addr.to_string(),
                     source,
                 })?;
-                (Listener::Tcp(l), format!("nbd://{local}/{}", export.name))
+                (
+                    Listener::Tcp(l),
+                    format!("{scheme}://{local}/{}", export.name),
+                )
             }
         };
+        let mut emulator = Emulator::new(device, clock, log, options.miss_threshold_ns);
+        if let Some(image) = image {
+            emulator = emulator.with_image(image);
+        }
         Ok(Server {
             listener,
-            emulator: Arc::new(Emulator::new(device, clock, log, options.miss_threshold_ns)),
+            emulator: Arc::new(emulator),
             export: Arc::new(export),
             stop: Arc::new(AtomicBool::new(false)),
             uri,
+            tls: tls.map(Arc::new),
         })
     }
 
-    /// The export's NBD URI (`nbd+unix:///NAME?socket=PATH` or `nbd://HOST:PORT/NAME`).
+    /// The export's NBD URI (`nbd+unix:///NAME?socket=PATH` or `nbd://HOST:PORT/NAME`;
+    /// `nbds` instead of `nbd` with TLS).
     pub fn uri(&self) -> &str {
         &self.uri
     }
@@ -243,11 +288,12 @@ impl Server {
             }
             let emu = self.emulator.clone();
             let export = self.export.clone();
+            let tls = self.tls.clone();
             let peers_for_thread = peers.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("nbd-conn-{id}"))
                 .spawn(move || {
-                    let counters = conn.serve(&emu, &export);
+                    let counters = conn.serve(&emu, &export, tls.as_deref());
                     emu.counters
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -283,6 +329,13 @@ impl Server {
         if let Listener::Unix(_, path) = &self.listener {
             let _ = std::fs::remove_file(path);
         }
+        if let Some(image) = &self.emulator.image {
+            // A clean shutdown leaves the image durable, whether or not clients flushed.
+            image.sync().map_err(|source| ServeError::Io {
+                path: image.path().display().to_string(),
+                source,
+            })?;
+        }
         self.summary()
     }
 
@@ -308,7 +361,7 @@ impl Server {
             "seed": state.device.seed(),
             "jobs": [job],
             "ssd": state.device.ssd_json(),
-            "emulator": emulator_json(emu, &counters, sim_ns, state.job.flushes, &self.export),
+            "emulator": emulator_json(emu, &counters, sim_ns, state.job.flushes, &self.export, self.tls.as_deref()),
         }))
     }
 }
@@ -319,6 +372,7 @@ fn emulator_json(
     sim_ns: u64,
     flushes: u64,
     export: &ExportInfo,
+    tls: Option<&TlsConfig>,
 ) -> Value {
     let timing = |s: &ssdlab_core::stats::LatencyStats| {
         json!({
@@ -353,6 +407,15 @@ fn emulator_json(
             "lateness_ns": timing(&c.lateness),
         },
         "served_latency_ns": timing(&c.served),
+        "tls": {
+            "mode": tls.map_or("off", |t| t.mode.name()),
+            "credentials": tls.map(|t| t.credentials),
+        },
+        "image": emu.image.as_ref().map(|i| json!({
+            "path": i.path().display().to_string(),
+            "loaded_bytes": i.loaded_bytes,
+            "syncs": i.syncs(),
+        })),
     })
 }
 
@@ -363,17 +426,22 @@ enum Connection {
 }
 
 impl Connection {
-    fn serve(self, emu: &Emulator, export: &ExportInfo) -> EmulatorCounters {
+    fn serve(
+        self,
+        emu: &Emulator,
+        export: &ExportInfo,
+        tls: Option<&TlsConfig>,
+    ) -> EmulatorCounters {
         match self {
             Connection::Unix(s) => {
                 let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-                serve_stream(s, emu, export, |s| {
+                serve_stream_tls(s, emu, export, tls, |s| {
                     let _ = s.set_read_timeout(None);
                 })
             }
             Connection::Tcp(s) => {
                 let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-                serve_stream(s, emu, export, |s| {
+                serve_stream_tls(s, emu, export, tls, |s| {
                     let _ = s.set_read_timeout(None);
                 })
             }
@@ -383,12 +451,25 @@ impl Connection {
 
 /// Negotiate, then serve the transmission phase; returns what the connection measured.
 pub fn serve_stream<T: Transport>(
-    mut io: T,
+    io: T,
     emu: &Emulator,
     export: &ExportInfo,
     after_handshake: impl FnOnce(&mut T),
 ) -> EmulatorCounters {
-    let negotiated = negotiate(&mut io, export);
+    serve_stream_tls(io, emu, export, None, after_handshake)
+}
+
+/// [`serve_stream`] offering TLS: the connection may switch to TLS during negotiation, and the
+/// transmission phase then runs inside it. `after_handshake` gets the socket underneath.
+pub fn serve_stream_tls<T: Transport>(
+    io: T,
+    emu: &Emulator,
+    export: &ExportInfo,
+    tls: Option<&TlsConfig>,
+    after_handshake: impl FnOnce(&mut T),
+) -> EmulatorCounters {
+    let mut io = Stream::Plain(io);
+    let negotiated = negotiate_tls(&mut io, export, tls);
     let strict = match negotiated {
         Ok(Negotiated::Transmission { block_sizes_agreed }) => block_sizes_agreed,
         Ok(Negotiated::Closed) => return EmulatorCounters::default(),
@@ -399,11 +480,16 @@ pub fn serve_stream<T: Transport>(
             }
         }
     };
-    after_handshake(&mut io);
-    let mut session = Session::new(io, emu, export, strict);
+    if let Some(socket) = io.socket_mut() {
+        after_handshake(socket);
+    }
+    let mut session = Session::new(&mut io, emu, export, strict);
     // Errors here are the client's socket failing; the device state is intact either way.
     let _ = session.run();
-    session.counters
+    let counters = std::mem::take(&mut session.counters);
+    drop(session);
+    io.close();
+    counters
 }
 
 fn poll_fd(fd: i32, timeout: Duration) -> bool {

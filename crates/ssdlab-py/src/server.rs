@@ -2,10 +2,13 @@
 //! starts it, waits for it with signals checked (so Ctrl-C and SIGTERM stop it cleanly) and
 //! gets the summary as JSON text when it stops.
 
-use crate::errors::{device_error, value_error, SsdlabError};
+use crate::errors::{device_error, value_error, ConfigError, SsdlabError};
 use pyo3::prelude::*;
 use ssdlab_core::Device;
-use ssdlab_nbd::{Endpoint, ServeError, Server, ServerOptions, ShutdownHandle};
+use ssdlab_nbd::image::ImageError;
+use ssdlab_nbd::{
+    Endpoint, ServeError, Server, ServerOptions, ShutdownHandle, TlsMode, TlsOptions,
+};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -26,7 +29,19 @@ pub struct PyServer {
 }
 
 fn serve_error(e: ServeError) -> PyErr {
-    SsdlabError::new_err(e.to_string())
+    let message = e.to_string();
+    match e {
+        // Credentials, a plain export off loopback and an image that does not fit are what the
+        // user asked for, like a bad configuration value (`ssdlab serve` exits 2 for them).
+        ServeError::Tls(_)
+        | ServeError::Insecure(_)
+        | ServeError::Image(
+            ImageError::SizeMismatch { .. }
+            | ImageError::NotAFile { .. }
+            | ImageError::MissingReadOnly { .. },
+        ) => ConfigError::new_err(message),
+        _ => SsdlabError::new_err(message),
+    }
 }
 
 #[pymethods]
@@ -35,7 +50,8 @@ impl PyServer {
     #[pyo3(signature = (toml_text, source_name, overrides, seed, *, socket=None, port=None,
                         host="127.0.0.1", clock="realtime", stats_log=None, read_only=false,
                         export_name="ssdlab", miss_threshold_ns=10_000,
-                        compensation_ns=None))]
+                        compensation_ns=None, tls=None, tls_cert=None, tls_key=None,
+                        tls_psk=None, insecure=false, image=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -52,7 +68,19 @@ impl PyServer {
         export_name: &str,
         miss_threshold_ns: u64,
         compensation_ns: Option<u64>,
+        tls: Option<&str>,
+        tls_cert: Option<PathBuf>,
+        tls_key: Option<PathBuf>,
+        tls_psk: Option<PathBuf>,
+        insecure: bool,
+        image: Option<PathBuf>,
     ) -> PyResult<Self> {
+        let tls_mode = match tls {
+            None => None,
+            Some(name) => Some(TlsMode::parse(name).ok_or_else(|| {
+                value_error(format!("tls: expected off, on or require, got {name:?}"))
+            })?),
+        };
         let endpoint = match (socket, port) {
             (Some(path), None) => Endpoint::Unix(path),
             (None, Some(port)) => {
@@ -72,6 +100,14 @@ impl PyServer {
         options.stats_log = stats_log;
         options.miss_threshold_ns = miss_threshold_ns;
         options.compensation_ns = compensation_ns;
+        options.tls = TlsOptions {
+            mode: tls_mode,
+            cert: tls_cert,
+            key: tls_key,
+            psk: tls_psk,
+        };
+        options.insecure = insecure;
+        options.image = image;
         let server = py
             .allow_threads(|| Server::bind(device, &options))
             .map_err(serve_error)?;
