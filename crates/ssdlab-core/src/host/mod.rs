@@ -10,6 +10,7 @@
 //! this happens at issue time (resources are reserved first come, first served), so the event
 //! loop of [`run`] only has to order completions.
 
+mod logs;
 pub mod run;
 
 pub use run::{Loop, Progress, RunSpec};
