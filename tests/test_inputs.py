@@ -358,3 +358,48 @@ def test_no_command_line_gives_a_traceback(capsys, tmp_path):
         if status not in (1, 2) or not err.startswith(("ssdlab: error:", "usage:")):
             failures.append(f"{argv}: status {status}, stderr {err[:300]!r}")
     assert not failures, "\n".join(failures)
+
+
+def _peak_rss_kb_of_replay(trace, overrides) -> int:
+    """Peak RSS of a fresh interpreter that replays ``trace`` with the time series on."""
+    code = f"""
+        import ssdlab
+        dev = ssdlab.Device({PRESET!r}, overrides={list(overrides)!r}, time_series=True)
+        dev.run_trace({str(trace)!r}, "msr", progress=False)
+        assert len(dev.time_series()) <= 4096
+        # VmHWM, not ru_maxrss: the latter keeps the forking parent's peak across exec.
+        with open("/proc/self/status") as status:
+            print(next(line for line in status if line.startswith("VmHWM:")).split()[1])
+        """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.split()[-1])
+
+
+def test_trace_replay_memory_does_not_grow_with_the_trace(tiny_overrides, tmp_path):
+    """Two traces over the same week of simulated time, one 20 times longer: the same peak
+    memory (the time series used to keep a row per 10 ms: 60 million rows for a week)."""
+    week_ticks = 7 * 24 * 3600 * 10**7  # MSR timestamps are in 100 ns ticks
+    pages = 3000  # inside the tiny device (14.4 MiB)
+    rng = np.random.default_rng(3)
+    rss = []
+    for n in (20_000, 400_000):
+        ticks = np.sort(rng.integers(0, week_ticks, n))
+        offsets = rng.integers(0, pages, n) * 4096
+        kinds = np.where(rng.random(n) < 0.3, "Write", "Read")
+        path = tmp_path / f"trace-{n}.csv"
+        path.write_text(
+            "".join(
+                f"{t},h,0,{k},{o},4096,0\n" for t, k, o in zip(ticks, kinds, offsets, strict=True)
+            ),
+            encoding="utf-8",
+        )
+        rss.append(_peak_rss_kb_of_replay(path, tiny_overrides))
+    small, large = rss
+    assert large <= small * 1.1 + 4096, f"peak RSS {small} kB for 20k lines, {large} kB for 400k"
