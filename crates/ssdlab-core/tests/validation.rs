@@ -213,8 +213,6 @@ mod parallel_throughput {
             ("geometry.planes_per_die", "1"),
             ("geometry.blocks_per_plane", "128"),
             ("geometry.pages_per_block", "64"),
-            // Enough spare space for validation's overwrite margin (these tests only read).
-            ("geometry.over_provisioning", "0.1"),
             ("cell.type", "slc"),
             ("cell.read_x_ns", "40000"),
             ("cell.read_y_ns", "10000"),
@@ -241,8 +239,6 @@ mod parallel_throughput {
             ("geometry.planes_per_die", "1"),
             ("geometry.blocks_per_plane", "128"),
             ("geometry.pages_per_block", "64"),
-            // Enough spare space for validation's overwrite margin (these tests only read).
-            ("geometry.over_provisioning", "0.1"),
             ("cell.type", "slc"),
             ("cell.read_x_ns", "15000"),
             ("cell.read_y_ns", "10000"),

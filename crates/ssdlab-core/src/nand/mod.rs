@@ -141,7 +141,7 @@ mod tests {
     #[test]
     fn addressing_round_trips_and_stripes_channel_first() {
         let cfg = Config::from_toml(
-            "[geometry]\nchannels=2\nchips_per_channel=2\ndies_per_chip=2\nplanes_per_die=2\nblocks_per_plane=128\npages_per_block=48\nover_provisioning=0.1\n",
+            "[geometry]\nchannels=2\nchips_per_channel=2\ndies_per_chip=2\nplanes_per_die=2\nblocks_per_plane=128\npages_per_block=48\n",
             "t",
             &[],
         )
