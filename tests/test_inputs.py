@@ -133,6 +133,24 @@ def test_a_device_larger_than_memory_is_a_config_error_not_an_abort():
         assert part in done.stdout, done.stdout
 
 
+def test_a_read_larger_than_memory_is_refused_not_killed():
+    done = _run_limited(
+        """
+        import ssdlab
+        dev = ssdlab.Device("tlc", store_data=True)  # 96 GB of logical space
+        try:
+            dev.read(0, dev.logical_bytes)
+        except ssdlab.DeviceError as err:
+            print("refused:", err)
+        print(len(dev.read(0, 1 << 20).data))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused:" in done.stdout
+    assert "memory available" in done.stdout
+    assert done.stdout.split()[-1] == str(1 << 20)
+
+
 def test_a_device_larger_than_memory_from_the_cli(randrw_job):
     done = _run_limited(
         f"""
@@ -319,6 +337,8 @@ def _bad_command_lines(tmp_path) -> list[list[str]]:
         ["run", PRESET, "--trace", j, "--trace-format", "msr", "--queue-depth", str(2**40)],
         # output files
         ["run", PRESET, j, "--output", directory + "/no/such/dir/out"],
+        ["run", PRESET, j, "--output", directory, *tiny],
+        ["run", PRESET, j, "--request-log", "/proc/version", *tiny],
         ["run", PRESET, j, "--request-log", directory, *tiny],
         ["run", PRESET, j, "--time-series", directory, *tiny],
         # stats

@@ -202,6 +202,17 @@ impl PyDevice {
         }
         let mut out = None;
         if op == Op::Read && stores_data {
+            // A reservation larger than memory can succeed (overcommit) and the zero fill then
+            // gets the process killed: compare large reads with what is available first.
+            const LARGE_READ_BYTES: u64 = 64 << 20;
+            if length > LARGE_READ_BYTES {
+                if let Some(available) = memory::available_bytes().filter(|&a| length > a / 2) {
+                    return Err(device_message(format!(
+                        "read of {length} bytes: more than half the {available} bytes of memory \
+                         available (read less at a time)"
+                    )));
+                }
+            }
             let mut buffer = Vec::new();
             buffer.try_reserve_exact(length as usize).map_err(|_| {
                 device_message(format!(
