@@ -28,8 +28,8 @@ EXIT_USAGE = 2
 #: The largest queue depth the core accepts.
 MAX_QUEUE_DEPTH = 65_536
 
-#: The largest demo scale: 64 times the default device (about 6 GiB and 12 M requests per run)
-#: already takes minutes; beyond it the workload arrays alone would not fit in memory.
+#: The largest demo scale: 64 times the default device (5 GiB, 5.6 M requests per run). Run time
+#: and the workload's arrays grow with the scale; a typo such as 1e12 would exhaust memory.
 MAX_DEMO_SCALE = 64.0
 
 #: (fio's percentile key, label) of the percentiles the normal output shows.
