@@ -11,6 +11,7 @@ import pytest
 import ssdlab
 from ssdlab import _core
 from ssdlab.hints import Hint
+from support import PRESET
 
 KIB4 = 4096
 
@@ -365,13 +366,21 @@ def test_bad_trace_line_names_file_and_line(make_device, write_file):
         make_device().run_trace(path, "msr")
 
 
-def test_time_series_rows_are_dicts(make_device, randrw_job):
-    dev = make_device()
+def test_time_series_rows_are_dicts(tiny_overrides, randrw_job):
+    dev = ssdlab.Device(PRESET, overrides=tiny_overrides, time_series=True)
     dev.run_job(randrw_job, progress=False)
     rows = dev.time_series()
     assert isinstance(rows, list)
     assert rows, "a run of a few thousand requests produces at least one interval"
     assert all(isinstance(row, dict) for row in rows)
+    assert {row["interval_ns"] for row in rows} == {10_000_000}
+    assert sum(row["reads"] + row["writes"] for row in rows) == 3000
+
+
+def test_time_series_is_kept_only_when_asked_for(make_device, randrw_job):
+    dev = make_device()
+    dev.run_job(randrw_job, progress=False)
+    assert dev.time_series() == []
 
 
 def test_job_names_reads_sections(two_jobs):

@@ -674,3 +674,72 @@ mod scheduling {
         );
     }
 }
+
+mod sustained_overwrites {
+    use super::*;
+
+    /// The smallest over-provisioning (in steps of 0.001) that validation accepts for this many
+    /// pages per block on an 8-plane SLC device of 64 blocks per plane.
+    fn smallest_accepted(pages_per_block: u32) -> (Vec<(String, String)>, f64) {
+        let ppb = pages_per_block.to_string();
+        for step in 1..=3000u32 {
+            let op = step as f64 / 1000.0;
+            let op_text = op.to_string();
+            let pairs = overrides(&[
+                ("cell.type", "slc"),
+                ("geometry.channels", "2"),
+                ("geometry.chips_per_channel", "2"),
+                ("geometry.dies_per_chip", "1"),
+                ("geometry.planes_per_die", "2"),
+                ("geometry.blocks_per_plane", "64"),
+                ("geometry.pages_per_block", &ppb),
+                ("geometry.over_provisioning", &op_text),
+            ]);
+            if ssdlab_core::Config::from_toml("", "test", &pairs).is_ok() {
+                return (pairs, op);
+            }
+        }
+        panic!("no over-provisioning up to 3 is accepted for {pages_per_block} pages per block");
+    }
+
+    #[test]
+    fn the_smallest_accepted_geometry_sustains_random_overwrites() {
+        // Validation's spare-space rule is meant to be sufficient: on the tightest geometry it
+        // accepts, a fill and ten passes of uniformly random overwrites never run out of space,
+        // whatever the block size.
+        for pages_per_block in [1u32, 2, 3, 4, 8, 16] {
+            let (pairs, op) = smallest_accepted(pages_per_block);
+            // A little less spare space is refused: the rule is tight, not just loose.
+            let tighter = format!("{}", op - 0.001);
+            let mut refused = pairs.clone();
+            refused.last_mut().unwrap().1 = tighter;
+            assert!(ssdlab_core::Config::from_toml("", "test", &refused).is_err());
+            let mut dev = Device::from_toml("", "test", &pairs, 7, false).unwrap();
+            let logical = dev.derived().logical_pages;
+            let fill = (0..logical)
+                .map(|lpa| HostRequest::new(Op::Write, lpa * 4096, 4096))
+                .collect();
+            closed_run(&mut dev, fill, 8);
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(pages_per_block as u64);
+            let overwrites = (0..10 * logical)
+                .map(|_| HostRequest::new(Op::Write, rng.gen_range(0..logical) * 4096, 4096))
+                .collect();
+            let job = dev.run_to_end(RunSpec {
+                name: "overwrite".into(),
+                source: Box::new(VecSource::new(overwrites)),
+                queue_depth: 8,
+                pacing: Loop::Closed,
+                runtime_ns: None,
+                ramp_ns: None,
+            });
+            let job = job.unwrap_or_else(|e| {
+                panic!("{pages_per_block} pages per block, over-provisioning {op}: {e}")
+            });
+            assert_eq!(
+                job["write"]["total_ios"].as_u64(),
+                Some(10 * logical),
+                "{pages_per_block} pages per block"
+            );
+        }
+    }
+}

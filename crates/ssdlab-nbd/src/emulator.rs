@@ -185,6 +185,7 @@ impl Emulator {
                     issue_ns: now,
                     complete_ns: now,
                     uncorrectable: false,
+                    queue_ns: 0,
                 };
                 let error = match err {
                     DeviceError::OutOfRange { .. } => crate::protocol::EINVAL,

@@ -57,6 +57,11 @@ pub fn device_error(e: CoreDeviceError) -> PyErr {
     }
 }
 
+/// A request the glue refuses before the core sees it, in the core's own terms.
+pub fn device_message(message: String) -> PyErr {
+    DeviceError::new_err(message)
+}
+
 /// Bad arguments from Python that the core never sees (an unknown op name, a bad hint value).
 pub fn value_error(message: String) -> PyErr {
     pyo3::exceptions::PyValueError::new_err(message)

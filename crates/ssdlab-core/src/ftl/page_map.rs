@@ -487,7 +487,7 @@ mod tests {
 
     fn small() -> (Config, Geometry, u64) {
         let cfg = Config::from_toml(
-            "[geometry]\nchannels=2\nchips_per_channel=1\ndies_per_chip=1\nplanes_per_die=2\nblocks_per_plane=32\npages_per_block=16\nover_provisioning=0.3\n[cell]\ntype=\"slc\"\n[placement]\nhandles=2\n",
+            "[geometry]\nchannels=2\nchips_per_channel=1\ndies_per_chip=1\nplanes_per_die=2\nblocks_per_plane=32\npages_per_block=16\nover_provisioning=0.35\n[cell]\ntype=\"slc\"\n[placement]\nhandles=2\n",
             "t",
             &[],
         )

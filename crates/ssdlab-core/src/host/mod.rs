@@ -12,6 +12,7 @@
 
 mod engine;
 mod link;
+mod logs;
 pub mod run;
 
 pub use run::{Loop, Progress, RunSpec};
