@@ -930,7 +930,8 @@ impl Device {
     ) -> Result<(), DeviceError> {
         self.check_range(req)?;
         self.requests_seen += 1;
-        self.work = Default::default();
+        // `self.work` holds the background GC done since the last request (its log row
+        // carries it, as on the reservation path); it is cleared once the row is made.
         {
             let e = self.engine();
             if e.requests.len() <= slot as usize {
@@ -991,6 +992,7 @@ impl Device {
             row.duration_ns = issue_ns;
             self.engine().request(slot).log_row = Some(row);
         }
+        self.work = Default::default();
         self.engine().part_done(slot, start);
         result
     }

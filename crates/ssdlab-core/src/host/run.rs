@@ -142,6 +142,10 @@ impl InFlightSet {
 }
 
 pub(crate) struct RunState {
+    /// Log rows of completed requests waiting for earlier requests (engine path), and the
+    /// request number the log expects next.
+    log_reorder: std::collections::BTreeMap<u64, crate::stats::RequestLogRow>,
+    log_next: u64,
     source: Box<dyn RequestSource>,
     queue_depth: usize,
     pacing: Loop,
@@ -181,7 +185,10 @@ impl Device {
         if c.controller.scheduler != crate::config::SchedulerKind::Fcfs || c.cell.suspend {
             self.engine = Some(Box::new(super::engine::Engine::new(self)));
         }
+        let log_next = self.requests_seen + 1;
         self.run = Some(Box::new(RunState {
+            log_reorder: Default::default(),
+            log_next,
             total: spec.source.len_hint(),
             source: spec.source,
             queue_depth: spec.queue_depth as usize,
@@ -324,7 +331,16 @@ impl Device {
         f.queue_ns = c.queue_ns;
         f.failed = c.uncorrectable;
         if let (Some(log), Some(row)) = (&mut self.request_log, c.log_row) {
-            log.push(row);
+            // Completions leave out of order; the log keeps request order, holding at most
+            // the rows of requests still in flight.
+            run.log_reorder.insert(row.request, row);
+            while let Some(entry) = run.log_reorder.first_entry() {
+                if *entry.key() != run.log_next {
+                    break;
+                }
+                log.push(entry.remove());
+                run.log_next += 1;
+            }
         }
         Ok(Some(f))
     }
