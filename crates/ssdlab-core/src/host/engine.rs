@@ -153,6 +153,9 @@ pub(crate) struct Engine {
     bg_plane_cursor: Vec<u32>,
     /// Scratch list of the move reads of a GC step.
     scratch_reads: Vec<u32>,
+    /// The run will issue no more requests: no new background GC steps (the run ends with
+    /// its last completion, and work after it would belong to no request of the run).
+    source_done: bool,
 }
 
 impl Engine {
@@ -211,6 +214,7 @@ impl Engine {
             flushes: Vec::new(),
             bg_plane_cursor: vec![0; dies],
             scratch_reads: Vec::new(),
+            source_done: false,
         }
     }
 
@@ -453,7 +457,7 @@ impl Device {
         let now = e.now_ns;
         let d = die as usize;
         e.idle_gc_pending[d] = false;
-        if e.dies[d].is_busy(now) || !e.die_queues_empty(die) {
+        if e.source_done || e.dies[d].is_busy(now) || !e.die_queues_empty(die) {
             return Ok(()); // busy again: its next idle moment schedules a new check
         }
         if now < e.idle_since_ns[d] + idle_ns {
@@ -1222,6 +1226,13 @@ impl Device {
                 }
                 (_, None) => return Ok(None),
             }
+        }
+    }
+
+    /// The run has issued its last request.
+    pub(crate) fn engine_source_done(&mut self) {
+        if let Some(e) = self.engine.as_mut() {
+            e.source_done = true;
         }
     }
 

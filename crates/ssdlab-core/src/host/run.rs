@@ -232,6 +232,7 @@ impl Device {
         }
         if run.stop_issuing_ns.is_some_and(|stop| self.now_ns >= stop) {
             run.exhausted = true;
+            self.engine_source_done();
             return Ok(None);
         }
         while !run.source_done && run.lookahead.len() < LOOKAHEAD {
@@ -254,6 +255,7 @@ impl Device {
             Some(req) => Ok(Some(req)),
             None => {
                 run.exhausted = true;
+                self.engine_source_done();
                 match run.source_error.take() {
                     Some(e) => Err(DeviceError::Source(e)),
                     None => Ok(None),
