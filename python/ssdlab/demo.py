@@ -2,12 +2,12 @@
 
 Two fresh, identical small TLC devices (the ``tlc`` preset's cells and timing on 4 channels of 2
 chips with one die of one plane each: 8 dies; program/erase suspend on; same configuration, same
-seed) are preconditioned and then run the same mixed workload -- 4 KiB requests, 70% writes,
-80% of accesses to a hot 20% of the logical space -- generated with NumPy. Device (a) gets no hints; device (b) tags each write with an
-FDP placement id (hot data → handle 1, cold → handle 0). Both devices are configured with two
-placement handles, so the only difference between the runs is the hints: a device that ignores
-hints would give identical numbers. Separating data by lifetime lets GC find blocks whose pages
-are mostly invalid, so it copies less and write amplification drops.
+seed) are preconditioned and then run the same mixed workload -- 4 KiB requests, 70% writes, 80% of
+accesses to a hot 20% of the logical space -- generated with NumPy. Device (a) gets no hints; device
+(b) tags each write with an FDP placement id (hot data → handle 1, cold → handle 0). Both devices
+are configured with two placement handles, so the only difference between the runs is the hints: a
+device that ignores hints would give identical numbers. Separating data by lifetime lets GC find
+blocks whose pages are mostly invalid, so it copies less and write amplification drops.
 """
 
 from __future__ import annotations
