@@ -416,7 +416,7 @@ impl Default for FtlConfig {
             gc_bg_free_blocks: 4,
             gc_bg_idle_ns: 1_000_000,
             gc_copyback: true,
-            gc_step_pages: 8,
+            gc_step_pages: 32,
             wear_leveling: WearLevelingKind::Dynamic,
         }
     }

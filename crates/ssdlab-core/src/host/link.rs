@@ -26,12 +26,29 @@ impl LinkCalendar {
             self.busy.pop_front();
         }
         self.busy_ns += duration_ns;
-        let mut start = ready_ns;
-        let mut index = self.busy.len();
-        for (i, &(s, e)) in self.busy.iter().enumerate() {
-            if e <= start {
-                continue;
+        // The common case: data ready at or after the last reservation ends goes at the end.
+        match self.busy.back_mut() {
+            None => {
+                self.busy.push_back((ready_ns, ready_ns + duration_ns));
+                return ready_ns + duration_ns;
             }
+            Some(last) if ready_ns >= last.1 => {
+                let end = ready_ns + duration_ns;
+                if ready_ns == last.1 {
+                    last.1 = end;
+                } else {
+                    self.busy.push_back((ready_ns, end));
+                }
+                return end;
+            }
+            Some(_) => {}
+        }
+        // Skip the intervals that end before the data is ready (binary search: the calendar is
+        // sorted), then take the first gap long enough.
+        let mut start = ready_ns;
+        let first = self.busy.partition_point(|&(_, e)| e <= start);
+        let mut index = self.busy.len();
+        for (i, &(s, e)) in self.busy.iter().enumerate().skip(first) {
             if s >= start + duration_ns {
                 index = i;
                 break;
