@@ -562,6 +562,8 @@ impl<'a, T: Transport> Session<'a, T> {
             }
             let payload = payload_at..payload_at + header.payload_len();
             self.execute(&header, payload, received);
+            // Published before any write can block, so that the totals include this reply.
+            self.publish();
         }
     }
 
@@ -779,7 +781,6 @@ impl<'a, T: Transport> Session<'a, T> {
                 return Ok(());
             }
             let Reverse(reply) = self.held.pop().expect("peeked");
-            self.held_bytes -= reply.bytes.capacity();
             // Lateness is when the reply was released; the write itself (which, on a virtual
             // machine, pays for waking the client's vCPU) is part of delivery.
             let released = Instant::now();
@@ -800,7 +801,11 @@ impl<'a, T: Transport> Session<'a, T> {
             if late > self.emu.miss_threshold_ns {
                 self.counters.deadline_misses += 1;
             }
+            // Counted as held until written: a write to a client that does not read blocks
+            // with the reply still in memory.
+            self.held_bytes -= reply.bytes.capacity();
             self.keep_spare(reply.bytes);
+            self.publish();
             result?;
             if self.held.is_empty() && self.start == self.end {
                 self.clock.went_idle(released);

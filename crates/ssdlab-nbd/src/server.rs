@@ -682,7 +682,8 @@ enum Connection {
 }
 
 impl Connection {
-    /// Negotiate within the handshake timeout (each read; the watchdog bounds the whole),
+    /// Negotiate within the handshake timeout (the watchdog bounds the whole; each read has
+    /// twice that as a backstop),
     /// call `entered` on entering transmission, then serve with `limits`.
     fn serve(
         self,
@@ -692,7 +693,7 @@ impl Connection {
         activity: Arc<Activity>,
         entered: impl FnOnce(),
     ) -> EmulatorCounters {
-        let timeout = Some(limits.handshake_timeout);
+        let timeout = Some(limits.handshake_timeout * 2);
         match self {
             Connection::Unix(s) => {
                 let _ = s.set_read_timeout(timeout);
