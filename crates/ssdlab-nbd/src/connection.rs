@@ -133,8 +133,8 @@ pub struct ConnectionLimits {
     /// Requests executed whose replies have not been sent yet.
     pub max_requests_in_flight: usize,
     /// Bytes of input buffer and of replies built or held. One request always proceeds when
-    /// nothing else is buffered, so a connection holds at most the larger of this and one
-    /// maximum request (32 MiB) plus the input window.
+    /// nothing else is buffered, so a connection holds at most the larger of this and
+    /// [`ONE_REQUEST_BYTES`].
     pub max_buffered_bytes: usize,
 }
 
@@ -149,6 +149,10 @@ impl Default for ConnectionLimits {
         }
     }
 }
+
+/// What one request may hold when it proceeds alone over the budget: a maximum READ reply,
+/// the input window, the reply buffer's slack and the WRITE_ZEROES buffer.
+pub const ONE_REQUEST_BYTES: usize = MAX_PAYLOAD as usize + (2 << 20);
 
 /// The smallest buffered-bytes budget accepted: below the input window, a connection could
 /// not even hold a batch of request headers.
@@ -417,7 +421,7 @@ impl<'a, T: Transport> Session<'a, T> {
     /// After a large request, give the input buffer back its usual size.
     fn shrink_input(&mut self) {
         let pending = self.end - self.start;
-        if self.input.len() <= INPUT_BUFFER || pending > INPUT_BUFFER / 2 {
+        if self.input.len() <= INPUT_BUFFER || pending > INPUT_BUFFER {
             return;
         }
         self.input.copy_within(self.start..self.end, 0);
@@ -573,6 +577,14 @@ impl<'a, T: Transport> Session<'a, T> {
     fn admit(&mut self, reply_len: usize) -> io::Result<bool> {
         let within =
             |s: &Self| s.in_flight() < s.limits.max_requests_in_flight && s.fits(reply_len);
+        if within(self) {
+            return Ok(true);
+        }
+        // Give back what is only kept for speed before waiting, or before letting one request
+        // exceed the budget.
+        self.shrink_input();
+        self.spare_buffers.clear();
+        self.spare_bytes = 0;
         if within(self) || self.nothing_pending() {
             return Ok(true);
         }

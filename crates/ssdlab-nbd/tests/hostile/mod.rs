@@ -8,7 +8,7 @@
 //! timeouts under test are set to a second or less.
 
 use crate::common::*;
-use ssdlab_nbd::connection::{ConnectionLimits, INPUT_BUFFER};
+use ssdlab_nbd::connection::{ConnectionLimits, INPUT_BUFFER, ONE_REQUEST_BYTES};
 use ssdlab_nbd::protocol::*;
 use ssdlab_nbd::server::Limits;
 use std::io::{Read, Write};
@@ -26,9 +26,7 @@ fn roomy_device() -> ssdlab_core::Device {
 /// The most one connection may hold: its budget, or one maximum request with the input
 /// window when that is larger (one request always proceeds), plus reply headers.
 fn connection_bound(limits: &ConnectionLimits) -> usize {
-    limits
-        .max_buffered_bytes
-        .max(MAX_PAYLOAD as usize + REQUEST_HEADER_LEN + INPUT_BUFFER + REPLY_HEADER_LEN)
+    limits.max_buffered_bytes.max(ONE_REQUEST_BYTES)
 }
 
 /// Wait until `done` holds, for at most `within`.
