@@ -590,6 +590,7 @@ impl<'a, T: Transport> Session<'a, T> {
         }
         if !self.out.is_empty() {
             // Blocks while the client does not read: back-pressure through the socket.
+            self.counters.backpressure_waits += 1;
             self.flush_out()?;
         }
         Ok(within(self) || self.nothing_pending())

@@ -38,7 +38,8 @@ pub struct EmulatorCounters {
     /// Real time: compensation applied to replies (sum, in ns, and count).
     pub compensation_sum_ns: u64,
     pub compensated_replies: u64,
-    /// Times a connection stopped reading because a limit was reached.
+    /// Times a connection stopped reading because a limit was reached (to wait for a held
+    /// reply's deadline, or for the client to take the replies written to it).
     pub backpressure_waits: u64,
     /// The most bytes one connection held at once.
     pub peak_buffered_bytes: u64,
