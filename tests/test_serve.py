@@ -431,3 +431,40 @@ def test_rss_stays_bounded_under_unread_replies_and_missing_payloads(short_dir: 
             s.close()
         status, _, err = server.stop()
     assert status == 0, err
+
+
+def test_idle_and_silent_connections_at_the_default_caps_do_not_lock_clients_out(
+    short_dir: Path,
+) -> None:
+    """256 idle clients in transmission and 70 that never negotiate (more than both default
+    caps): a new well-behaved client is served, and RSS stays bounded."""
+    defaults = ssdlab.Server.default_limits()
+    server = ServeProcess(short_dir / "s", "--clock", "virtual")
+    idle: list[MiniClient] = []
+    silent: list[socket.socket] = []
+    try:
+        idle = [MiniClient(str(server.sock)) for _ in range(defaults["max_connections"])]
+        for _ in range(defaults["max_handshakes"] + 6):
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(10)
+            s.connect(str(server.sock))
+            silent.append(s)
+        for round_ in range(3):
+            good = MiniClient(str(server.sock))
+            data = os.urandom(8192)
+            assert good.write(round_ * 8192, data) == 0
+            assert good.read(round_ * 8192, 8192) == data
+            good.close()
+        rss = server.rss_bytes()
+        print(
+            f"RSS with {len(idle)} idle and {len(silent)} silent connections: {rss / MIB:.0f} MiB"
+        )
+        assert rss < 256 * MIB
+    finally:
+        for c in idle:
+            c.sock.close()
+        for s in silent:
+            s.close()
+        status, out, err = server.stop()
+    assert status == 0, err
+    assert "evicted=1" in out or "evicted=2" in out or "evicted=3" in out

@@ -37,9 +37,12 @@ const SPIN_BEFORE_DEADLINE: Duration = Duration::from_millis(1);
 /// blocking, since a wake-up from a blocking read costs as much as a timer's. A client at
 /// queue depth 1 sends its next request within this time.
 const SPIN_WHEN_IDLE: Duration = Duration::from_micros(500);
-/// Size of the input buffer and window; it grows beyond only for a write's payload, as the
-/// payload arrives, and shrinks back after it.
+/// Size of the input window; the buffer grows to it as bytes arrive, beyond it only for a
+/// write's payload, and shrinks back after one.
 pub const INPUT_BUFFER: usize = 256 << 10;
+/// The input buffer of a new connection: idle clients (up to the connection cap) should cost
+/// little, so the buffer starts small and grows when requests come.
+const INITIAL_INPUT: usize = 16 << 10;
 /// Reply buffers kept for reuse, and the largest kept: a pool of 32 MiB read buffers would
 /// hold the budget of an idle connection.
 const SPARE_BUFFERS: usize = 8;
@@ -252,8 +255,7 @@ impl<'a, T: Transport> Session<'a, T> {
             limits: ConnectionLimits::default(),
             activity: Arc::new(Activity::new()),
             clock: ConnectionClock::default(),
-            // Zeroed by the allocator (calloc): pages cost memory only once bytes arrive.
-            input: vec![0; INPUT_BUFFER],
+            input: vec![0; INITIAL_INPUT],
             start: 0,
             end: 0,
             head_need: None,
@@ -268,7 +270,7 @@ impl<'a, T: Transport> Session<'a, T> {
             zeroes: Vec::new(),
             counters: EmulatorCounters {
                 connections: 1,
-                ..EmulatorCounters::default()
+                ..EmulatorCounters::for_connection()
             },
         }
     }
@@ -805,6 +807,7 @@ impl<'a, T: Transport> Session<'a, T> {
             let late = released
                 .saturating_duration_since(reply.deadline)
                 .as_nanos() as u64;
+            self.counters.time_replies();
             self.counters.lateness.record(late);
             self.counters.served.record(
                 released

@@ -46,24 +46,42 @@ pub struct EmulatorCounters {
 }
 
 impl Default for EmulatorCounters {
+    /// The server's totals, with timing histograms.
     fn default() -> Self {
+        let mut c = EmulatorCounters::for_connection();
+        c.time_replies();
+        c
+    }
+}
+
+impl EmulatorCounters {
+    /// A connection's counters: the timing histograms (about 280 KiB each) are created at the
+    /// first timed reply, so that idle connections and virtual-clock ones cost none.
+    pub fn for_connection() -> Self {
         EmulatorCounters {
             connections: 0,
             requests: 0,
             error_replies: 0,
             protocol_errors: 0,
             deadline_misses: 0,
-            lateness: LatencyStats::new(true),
-            served: LatencyStats::new(true),
+            lateness: LatencyStats::new(false),
+            served: LatencyStats::new(false),
             compensation_sum_ns: 0,
             compensated_replies: 0,
             backpressure_waits: 0,
             peak_buffered_bytes: 0,
         }
     }
-}
 
-impl EmulatorCounters {
+    /// Give the timing statistics their histograms (before the first sample).
+    pub fn time_replies(&mut self) {
+        if !self.lateness.has_histogram() {
+            debug_assert_eq!(self.lateness.n, 0);
+            self.lateness = LatencyStats::new(true);
+            self.served = LatencyStats::new(true);
+        }
+    }
+
     pub fn merge(&mut self, other: &EmulatorCounters) {
         self.connections += other.connections;
         self.requests += other.requests;

@@ -744,11 +744,11 @@ pub fn serve_stream_with<T: Transport>(
     let negotiated = negotiate(&mut io, export);
     let strict = match negotiated {
         Ok(Negotiated::Transmission { block_sizes_agreed }) => block_sizes_agreed,
-        Ok(Negotiated::Closed) => return EmulatorCounters::default(),
+        Ok(Negotiated::Closed) => return EmulatorCounters::for_connection(),
         Err(_) => {
             return EmulatorCounters {
                 protocol_errors: 1,
-                ..EmulatorCounters::default()
+                ..EmulatorCounters::for_connection()
             }
         }
     };
