@@ -542,8 +542,11 @@ def format_emulator(emu: dict[str, Any]) -> str:
         )
     closed = emu["closed_by_server"]
     lines.append(
-        f"  limits: back-pressure waits={emu['backpressure_waits']}, peak buffered="
-        f"{emu['peak_buffered_bytes'] / MIB:.1f}MiB; closed by the server: "
+        f"  back-pressure waits={emu['backpressure_waits']}, "
+        f"peak buffered={emu['peak_buffered_bytes'] / MIB:.1f}MiB"
+    )
+    lines.append(
+        "  closed by the server: "
         + ", ".join(f"{k.replace('_', ' ')}={v}" for k, v in closed.items())
     )
     if emu["stats_log_error"]:
