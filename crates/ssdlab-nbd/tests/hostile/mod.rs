@@ -404,3 +404,72 @@ fn limits_that_make_no_sense_are_refused_at_bind() {
         assert!(err.to_string().contains(message), "{err}");
     }
 }
+
+/// Fixed newstyle, no zeroes, `NBD_OPT_EXPORT_NAME ""`: a TCP stream in transmission.
+fn tcp_client(addr: &str) -> std::net::TcpStream {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut greeting = [0u8; 18];
+    s.read_exact(&mut greeting).unwrap();
+    s.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())
+        .unwrap();
+    let mut option = IHAVEOPT.to_be_bytes().to_vec();
+    option.extend(OPT_EXPORT_NAME.to_be_bytes());
+    option.extend(0u32.to_be_bytes());
+    s.write_all(&option).unwrap();
+    let mut export = [0u8; 10];
+    s.read_exact(&mut export).unwrap();
+    s
+}
+
+#[test]
+fn over_loopback_tcp_a_client_that_never_reads_is_bounded_and_closed() {
+    let mut options =
+        ssdlab_nbd::ServerOptions::new(ssdlab_nbd::Endpoint::Tcp("127.0.0.1:0".parse().unwrap()));
+    options.clock = "realtime".into();
+    options.limits.stall_timeout = Duration::from_millis(500);
+    let limits = options.limits;
+    let server = ssdlab_nbd::Server::bind(roomy_device(), &options).expect("bind");
+    let addr = server
+        .uri()
+        .trim_start_matches("nbd://")
+        .trim_end_matches("/ssdlab")
+        .to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "loopback only: {addr}");
+    let stop = server.shutdown_handle();
+    let emu = server.emulator();
+    let thread = std::thread::spawn(move || server.run());
+
+    let mut attacker = tcp_client(&addr);
+    let flood: Vec<u8> = (0..300u64)
+        .flat_map(|i| header(Command::Read, 0, i, 0, MAX_PAYLOAD))
+        .collect();
+    attacker.write_all(&flood).unwrap();
+    // A well-behaved client over TCP meanwhile.
+    let mut good = tcp_client(&addr);
+    let data = pattern(40, 4096);
+    good.write_all(&header(Command::Write, 0, 1, 8192, 4096))
+        .unwrap();
+    good.write_all(&data).unwrap();
+    let mut reply = [0u8; 16];
+    good.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply[4..8], &[0, 0, 0, 0]);
+    good.write_all(&header(Command::Read, 0, 2, 8192, 4096))
+        .unwrap();
+    good.read_exact(&mut reply).unwrap();
+    let mut back = vec![0u8; 4096];
+    good.read_exact(&mut back).unwrap();
+    assert_eq!(back, data);
+    let bound = connection_bound(&limits.connection) + 2 * INPUT_BUFFER;
+    assert!(emu.buffered_bytes.load(Ordering::Relaxed) as usize <= bound);
+    eventually(Duration::from_secs(10), "the non-reader is closed", || {
+        emu.buffered_bytes.load(Ordering::Relaxed) as usize <= INPUT_BUFFER
+    });
+    drop(attacker);
+    drop(good);
+    stop.shutdown();
+    let summary = thread.join().unwrap().expect("summary");
+    let emulator = &summary["emulator"];
+    assert_eq!(emulator["closed_by_server"]["stall_timeouts"], 1);
+    assert!(emulator["peak_buffered_bytes"].as_u64().unwrap() as usize <= bound);
+}
