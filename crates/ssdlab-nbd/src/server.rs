@@ -237,6 +237,10 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// can be read while serving and a full disk shows at once).
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(100);
 const LOG_FLUSH_PERIOD: Duration = Duration::from_secs(1);
+/// A handshake chosen for eviction may still be a client that has just received its last
+/// handshake reply, in the instant before its thread moves it to transmission: it is closed
+/// only if it is still negotiating this much later.
+const EVICTION_GRACE: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -252,6 +256,9 @@ struct PeerEntry {
     activity: Arc<Activity>,
     /// Shut down by the server (evicted or timed out); its thread is ending.
     closed: bool,
+    /// Chosen for eviction at the handshake cap; closed after [`EVICTION_GRACE`] unless it
+    /// has entered transmission by then.
+    doomed_at: Option<Instant>,
 }
 
 impl PeerEntry {
@@ -418,8 +425,14 @@ impl Server {
                 last_flush = Instant::now();
                 self.flush_log();
             }
+            close_doomed(&peers, &closures);
             // Poll with a timeout so that a shutdown request is noticed promptly.
-            if !poll_fd(listen_fd, Duration::from_millis(50)) {
+            let wait = if any_doomed(&peers) {
+                EVICTION_GRACE
+            } else {
+                Duration::from_millis(50)
+            };
+            if !poll_fd(listen_fd, wait) {
                 continue;
             }
             let id = next_id;
@@ -443,20 +456,18 @@ impl Server {
             let activity = Arc::new(Activity::new());
             {
                 let mut live = lock_peers(&peers);
-                let negotiating = live
-                    .values()
-                    .filter(|p| p.phase == Phase::Handshake && !p.closed)
-                    .count();
-                if negotiating >= self.limits.max_handshakes {
+                let negotiating = |p: &PeerEntry| {
+                    p.phase == Phase::Handshake && !p.closed && p.doomed_at.is_none()
+                };
+                if live.values().filter(|p| negotiating(p)).count() >= self.limits.max_handshakes {
                     // The oldest handshake goes: a real client negotiates in milliseconds,
                     // so the oldest is the likeliest to be one that never will.
                     if let Some(oldest) = live
                         .values_mut()
-                        .filter(|p| p.phase == Phase::Handshake && !p.closed)
+                        .filter(|p| negotiating(p))
                         .min_by_key(|p| p.accepted)
                     {
-                        oldest.close();
-                        closures.handshakes_evicted.fetch_add(1, Ordering::Relaxed);
+                        oldest.doomed_at = Some(Instant::now());
                     }
                 }
                 live.insert(
@@ -467,6 +478,7 @@ impl Server {
                         accepted: Instant::now(),
                         activity: activity.clone(),
                         closed: false,
+                        doomed_at: None,
                     },
                 );
             }
@@ -614,7 +626,27 @@ fn enter_transmission(peers: &Peers, id: u64, limits: &Limits, closures: &Closur
     }
     if let Some(me) = live.get_mut(&id) {
         me.phase = Phase::Transmission;
+        me.doomed_at = None;
     }
+}
+
+/// Close the handshakes chosen for eviction whose grace has passed.
+fn close_doomed(peers: &Peers, closures: &Closures) {
+    for entry in lock_peers(peers).values_mut() {
+        let due = entry
+            .doomed_at
+            .is_some_and(|at| at.elapsed() >= EVICTION_GRACE);
+        if due && entry.phase == Phase::Handshake && !entry.closed {
+            entry.close();
+            closures.handshakes_evicted.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn any_doomed(peers: &Peers) -> bool {
+    lock_peers(peers)
+        .values()
+        .any(|p| p.doomed_at.is_some() && p.phase == Phase::Handshake && !p.closed)
 }
 
 fn limits_json(l: &Limits) -> Value {
