@@ -44,29 +44,33 @@ $(VENV_STAMP): $(LOCK)
 build: $(BUILD_STAMP) ## build the Rust extension (release) and install ssdlab into .venv
 
 $(BUILD_STAMP): $(VENV_STAMP) pyproject.toml $(RUST_INPUTS)
+	@pkg-config --exists openssl 2>/dev/null || { echo "error: OpenSSL's headers are missing" \
+		"(the TLS of ssdlab-nbd needs them): run make test-deps, or apt-get install" \
+		"libssl-dev pkg-config" >&2; exit 1; }
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/maturin develop --release --quiet
 	@touch $@
 
 demo: build ## build, then run the demo: hinted vs unhinted placement on a small TLC device
 	$(BIN)/ssdlab demo
 
-test-deps: ## install the NBD clients the tests drive (fio, libnbd-bin, qemu-utils, ...; as root)
+test-deps: ## install build deps (libssl-dev) and the NBD clients the tests drive (as root)
 	bash scripts/install-test-deps.sh
 
-test: build test-deps ## build, then run every Rust and Python test
+# test-deps first: building needs OpenSSL's headers, which it installs on a fresh machine.
+test: test-deps build ## build, then run every Rust and Python test
 	$(CARGO_ENV) cargo test --workspace --release
 	@$(BIN)/pytest || { status=$$?; \
 		if [ $$status -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
 		exit $$status; }
 
-bench: build test-deps ## build, then run the simulator, workload, NBD and Python benchmarks
+bench: test-deps build ## build, then run the simulator, workload, NBD and Python benchmarks
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --op 0.28
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin parsespeed
 	$(BIN)/python benches/nbd_fio.py
 	@$(BIN)/pytest -m bench -q || { status=$$?; [ $$status -eq 5 ] || exit $$status; }
 
-lint: venv ## check formatting and lints: cargo fmt, clippy (warnings are errors), ruff
+lint: venv test-deps ## check formatting and lints: cargo fmt, clippy (warnings are errors), ruff
 	cargo fmt --all --check
 	$(CARGO_ENV) cargo clippy --workspace --all-targets -- -D warnings
 	$(BIN)/ruff check python tests

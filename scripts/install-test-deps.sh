@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that tests/test_nbd_clients.py drives as real NBD clients: fio (its
 # nbd engine), nbdinfo/nbdcopy/nbdfuse (libnbd-bin), fusermount3 (fuse3), qemu-io and the
-# reference server qemu-nbd (qemu-utils), mkfs.ext4/e2fsck (e2fsprogs), mount/losetup and fstrim.
+# reference server qemu-nbd (qemu-utils), mkfs.ext4/e2fsck (e2fsprogs), mount/losetup and fstrim;
+# the openssl command, which makes the TLS tests' certificates; and what building needs beyond
+# Rust: OpenSSL's headers (libssl-dev, found through pkg-config) for the openssl crate that
+# ssdlab-nbd's TLS uses. `make test`, `make bench` and `make lint` run this before building.
 #
 # Idempotent: it looks for each command and installs only the packages of missing ones, running
 # `apt-get update` first and only then. Without root or apt-get it prints what is missing and
@@ -26,6 +29,8 @@ needs=(
     mount:mount
     losetup:mount
     fstrim:util-linux
+    openssl:openssl
+    pkg-config:pkg-config
 )
 
 missing_commands=()
@@ -41,8 +46,16 @@ for need in "${needs[@]}"; do
     fi
 done
 
+# A build dependency with no command of its own: OpenSSL's development files.
+if ! pkg-config --exists openssl 2>/dev/null; then
+    missing_commands+=("openssl.pc")
+    if [[ " ${missing_packages[*]} " != *" libssl-dev "* ]]; then
+        missing_packages+=("libssl-dev")
+    fi
+fi
+
 if [ ${#missing_commands[@]} -eq 0 ]; then
-    echo "install-test-deps: all NBD test tools are installed"
+    echo "install-test-deps: all NBD test tools and build dependencies are installed"
     exit 0
 fi
 

@@ -178,8 +178,9 @@ class ServerOptions:
     small: bool = False
     #: Listen on 127.0.0.1 (a free port) instead of a Unix socket.
     tcp: bool = False
-    #: More ``ssdlab serve`` flags (limits, ...); tests that pass them need the emulator.
-    serve_args: tuple[str, ...] = ()
+    #: More ``ssdlab serve`` flags (limits, TLS credentials, ``--image``); tests that pass
+    #: them need the emulator, not the reference server.
+    extra_args: tuple[str, ...] = ()
 
 
 @dataclass
@@ -388,7 +389,7 @@ def start_server(options: ServerOptions) -> NbdServer:
             command += ["--clock", clock]
         if options.read_only:
             command.append("--read-only")
-        command += options.serve_args
+        command += list(options.extra_args)
         # No --quiet: the "listening on" line is part of what the tests check.
         command += ["--output", str(summary_path), "--output-format", "json"]
         size, page_size = _ssdlab_geometry(config, sets)

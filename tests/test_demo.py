@@ -44,6 +44,10 @@ def test_hot_cold_placement_lowers_waf(small_demo):
     assert base.ssd["waf"] > 1.0, "the run is long enough for GC to work"
     assert hinted.ssd["waf"] < base.ssd["waf"]
     assert hinted.ssd["gc"]["pages_moved"] < base.ssd["gc"]["pages_moved"]
+    # The device is saturated either way, so less copying is more host work.
+    assert base.ssd["die_utilisation"] > 0.9
+    assert hinted.ssd["die_utilisation"] > 0.9
+    assert hinted.jobs[0]["write"]["iops"] > base.jobs[0]["write"]["iops"]
     for direction in ("read", "write"):
         assert base.jobs[0][direction]["total_ios"] == hinted.jobs[0][direction]["total_ios"] > 0
     assert "cut write amplification" in interpretation(small_demo)
@@ -60,6 +64,7 @@ def test_demo_command_prints_the_comparison(capsys):
         "hot/cold placement",
         "write amplification",
         "GC pages moved",
+        "die utilisation",
         "energy (J)",
         "p99.9",
     ):

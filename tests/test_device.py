@@ -11,6 +11,7 @@ import pytest
 import ssdlab
 from ssdlab import _core
 from ssdlab.hints import Hint
+from support import PRESET
 
 KIB4 = 4096
 
@@ -100,6 +101,20 @@ def test_requests_past_the_end_raise_device_error(make_device, op, where):
 def test_bad_op_is_refused_before_the_core(make_device):
     with pytest.raises(ValueError, match="op"):
         make_device().submit("erase", 0, KIB4)
+
+
+def test_an_uncorrectable_read_says_so(make_device):
+    # Every codeword of a fresh page sees ~800 bit errors at this RBER, far beyond what LDPC
+    # corrects, and no retries are allowed: the read must fail ECC and report it.
+    noisy = make_device(extra=["ecc.rber_base=0.05", "ecc.max_read_retries=0"])
+    noisy.write(0, KIB4)
+    done = noisy.read(0, KIB4)
+    assert done.uncorrectable is True
+    assert noisy.stats()["ecc"]["uncorrectable_pages"] == 1
+    clean = make_device()
+    clean.write(0, KIB4)
+    assert clean.read(0, KIB4).uncorrectable is False
+    assert clean.write(0, KIB4).uncorrectable is False
 
 
 # -- hints ---------------------------------------------------------------------------------------
@@ -229,6 +244,16 @@ def test_presets_are_sorted_pairs():
 # -- statistics and runs -------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("policy", ["greedy", "cost_benefit", "fifo"])
+def test_the_report_spells_choices_as_the_config_does(make_device, policy):
+    dev = make_device(extra=[f"ftl.gc_policy={policy}"])
+    config, stats = dev.config, dev.stats()
+    assert stats["gc"]["policy"] == config["ftl"]["gc_policy"] == policy
+    assert stats["ftl"] == config["ftl"]["kind"]
+    # What the report says can be given back to the configuration.
+    assert make_device(extra=[f"ftl.gc_policy={stats['gc']['policy']}"]).config == config
+
+
 def test_waf_counts_host_and_flash_pages(make_device):
     dev = make_device()
     for page in range(100):
@@ -286,6 +311,11 @@ def test_run_arrays_checks_its_columns(make_device):
         dev.run_arrays([3], [0], [KIB4])
     with pytest.raises(ValueError, match="offsets"):
         dev.run_arrays([1], [0.5], [KIB4])
+    # A placement id column is checked by the hint vocabulary, with its message.
+    with pytest.raises(
+        ValueError, match=r"^placement\[1\]: hint 'placement_id' expects an integer 0-65535"
+    ):
+        dev.run_arrays([1, 1], [0, KIB4], [KIB4, KIB4], placement=[-1, 70_000])
 
 
 def test_run_job_runs_each_job_in_order(make_device, two_jobs):
@@ -336,13 +366,21 @@ def test_bad_trace_line_names_file_and_line(make_device, write_file):
         make_device().run_trace(path, "msr")
 
 
-def test_time_series_rows_are_dicts(make_device, randrw_job):
-    dev = make_device()
+def test_time_series_rows_are_dicts(tiny_overrides, randrw_job):
+    dev = ssdlab.Device(PRESET, overrides=tiny_overrides, time_series=True)
     dev.run_job(randrw_job, progress=False)
     rows = dev.time_series()
     assert isinstance(rows, list)
     assert rows, "a run of a few thousand requests produces at least one interval"
     assert all(isinstance(row, dict) for row in rows)
+    assert {row["interval_ns"] for row in rows} == {10_000_000}
+    assert sum(row["reads"] + row["writes"] for row in rows) == 3000
+
+
+def test_time_series_is_kept_only_when_asked_for(make_device, randrw_job):
+    dev = make_device()
+    dev.run_job(randrw_job, progress=False)
+    assert dev.time_series() == []
 
 
 def test_job_names_reads_sections(two_jobs):

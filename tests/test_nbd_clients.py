@@ -249,7 +249,7 @@ def test_fio_verify_within_tight_connection_limits(nbd_server: StartServer, cloc
     connection hold 4 requests and 1 MiB: back-pressure slows fio down, never fails it, and
     every byte verifies."""
     require_emulator("sets ssdlab serve's limits")
-    server = nbd_server(clock=clock, serve_args=("--max-in-flight", "4", "--max-buffered-mib", "1"))
+    server = nbd_server(clock=clock, extra_args=("--max-in-flight", "4", "--max-buffered-mib", "1"))
     fio = run_fio(
         server,
         {

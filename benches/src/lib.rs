@@ -18,6 +18,8 @@ pub struct Params {
     pub seed: u64,
     /// Over-provisioning as a fraction of logical capacity (sets the steady-state WAF).
     pub over_provisioning: f64,
+    /// Die scheduling policy: `fcfs` takes the reservation path, the others the event engine.
+    pub scheduler: String,
 }
 
 impl Params {
@@ -29,6 +31,7 @@ impl Params {
             queue_depth: 32,
             seed: 1,
             over_provisioning: 0.07,
+            scheduler: "priority".into(),
         }
     }
     /// A seconds-long version for the test suite.
@@ -39,6 +42,7 @@ impl Params {
             queue_depth: 32,
             seed: 1,
             over_provisioning: 0.25,
+            scheduler: "priority".into(),
         }
     }
 }
@@ -78,6 +82,7 @@ fn overrides(p: &Params) -> Vec<(String, String)> {
             p.over_provisioning.to_string(),
         ),
         ("stats.interval_ns", "100000000".to_string()),
+        ("controller.scheduler", p.scheduler.clone()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

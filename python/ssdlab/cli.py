@@ -10,6 +10,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -23,6 +24,13 @@ from ssdlab.errors import ConfigError, SsdlabError
 EXIT_OK = 0
 EXIT_RUN_ERROR = 1
 EXIT_USAGE = 2
+
+#: The largest queue depth the core accepts.
+MAX_QUEUE_DEPTH = 65_536
+
+#: The largest demo scale: 64 times the default device (5 GiB, 5.6 M requests per run). Run time
+#: and the workload's arrays grow with the scale; a typo such as 1e12 would exhaust memory.
+MAX_DEMO_SCALE = 64.0
 
 #: (fio's percentile key, label) of the percentiles the normal output shows.
 PERCENTILES = tuple((f"{p:f}", f"{p:g}") for p in (50, 90, 99, 99.9, 99.99))
@@ -43,6 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except (UsageError, ConfigError) as err:
         return _fail(err, EXIT_USAGE)
+    except ValueError as err:  # the Python API refused an argument value taken from the user
+        return _fail(err, EXIT_USAGE)
+    except MemoryError:
+        print("ssdlab: error: out of memory (try a smaller device or workload)", file=sys.stderr)
+        return EXIT_RUN_ERROR
     except BrokenPipeError:  # e.g. `ssdlab presets | head -1`: the reader left; not our error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_RUN_ERROR
@@ -51,6 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ssdlab: interrupted", file=sys.stderr)
         return 130
+
+
+def _check_seed(seed: int) -> None:
+    if not 0 <= seed < 2**64:
+        raise UsageError(f"--seed must be in 0 .. 2**64-1, got {seed}")
 
 
 def _fail(err: BaseException, status: int) -> int:
@@ -123,7 +141,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--time-series",
         metavar="FILE",
-        help="write the per-interval time series (stats.interval_ns wide) as JSON",
+        help="write the per-interval time series as JSON (stats.interval_ns wide, 10 ms if unset; "
+        "at most 4096 rows: the interval doubles when they fill up)",
     )
     run.add_argument(
         "--store-data", action="store_true", help="keep written data (reads return it)"
@@ -148,7 +167,8 @@ def _parser() -> argparse.ArgumentParser:
         "--bind",
         default="127.0.0.1",
         metavar="ADDR",
-        help="TCP address to bind (default 127.0.0.1: loopback only)",
+        help="TCP address or host name to bind (default 127.0.0.1: loopback only; any other "
+        "needs --tls=require or --insecure)",
     )
     serve.add_argument(
         "--clock",
@@ -178,6 +198,32 @@ def _parser() -> argparse.ArgumentParser:
         "own round-trip overhead (default auto: measured per connection; 0: off)",
     )
     _add_limit_flags(serve)
+    serve.add_argument(
+        "--tls",
+        choices=("off", "on", "require"),
+        default=None,
+        help="require: clients must upgrade with STARTTLS; on: TLS optional; off: no TLS "
+        "(default: require when --tls-cert/--tls-key or --tls-psk is given, else off)",
+    )
+    serve.add_argument("--tls-cert", metavar="FILE", help="X.509 certificate chain (PEM)")
+    serve.add_argument("--tls-key", metavar="FILE", help="private key of --tls-cert (PEM)")
+    serve.add_argument(
+        "--tls-psk",
+        metavar="FILE",
+        help="pre-shared keys, one username:hexkey per line (as psktool writes for nbdkit/qemu)",
+    )
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a --bind address other than loopback without --tls=require",
+    )
+    serve.add_argument(
+        "--image",
+        metavar="FILE",
+        help="keep the export's contents in this sparse file across restarts (created if "
+        "missing; synced on flush, FUA and shutdown). Default: none, data lives only as long "
+        "as the server",
+    )
     serve.add_argument(
         "--set",
         dest="overrides",
@@ -244,10 +290,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--trace needs --trace-format")
     if args.trace is None and (args.trace_format or args.closed_loop):
         raise UsageError("--trace-format and --closed-loop apply to --trace only")
-    if args.queue_depth < 1:
-        raise UsageError(f"--queue-depth must be at least 1, got {args.queue_depth}")
-    if args.time_scale <= 0:
-        raise UsageError(f"--time-scale must be positive, got {args.time_scale}")
+    if not 1 <= args.queue_depth <= MAX_QUEUE_DEPTH:
+        raise UsageError(f"--queue-depth must be in 1 .. {MAX_QUEUE_DEPTH}, got {args.queue_depth}")
+    if not 0 < args.time_scale < math.inf:  # also refuses nan
+        raise UsageError(f"--time-scale must be a finite positive number, got {args.time_scale}")
+    _check_seed(args.seed)
     workload = args.job if args.job is not None else args.trace
     if not os.path.isfile(workload):
         raise UsageError(f"{workload}: no such file")
@@ -264,21 +311,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
         overrides.append(("stats.request_log", "true"))
     if args.job is not None:  # check the job file before any simulation work
         _core.job_names(args.job)
-    device = Device(args.config, seed=args.seed, overrides=overrides, store_data=args.store_data)
+    device = Device(
+        args.config,
+        seed=args.seed,
+        overrides=overrides,
+        store_data=args.store_data,
+        time_series=args.time_series is not None,
+    )
     progress = False if args.quiet else None
     if args.precondition:
         device.precondition()
-    if args.job is not None:
-        result = device.run_job(args.job, progress=progress)
-    else:
-        result = device.run_trace(
-            args.trace,
-            args.trace_format,
-            time_scale=args.time_scale,
-            queue_depth=args.queue_depth,
-            closed_loop=args.closed_loop,
-            progress=progress,
-        )
+    with contextlib.ExitStack() as stack:
+        request_log = None
+        if args.request_log is not None:
+            # Streamed as the run steps: the device holds at most one step's rows.
+            request_log = stack.enter_context(open(args.request_log, "w", encoding="utf-8"))
+            request_log.write(device.request_log_header())
+        if args.job is not None:
+            result = device.run_job(args.job, progress=progress, request_log=request_log)
+        else:
+            result = device.run_trace(
+                args.trace,
+                args.trace_format,
+                time_scale=args.time_scale,
+                queue_depth=args.queue_depth,
+                closed_loop=args.closed_loop,
+                progress=progress,
+                request_log=request_log,
+            )
 
     if args.output_format == "json":
         text = result.to_json() + "\n"
@@ -289,9 +349,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         with open(args.output, "w", encoding="utf-8") as out:
             out.write(text)
-    if args.request_log is not None:
-        with open(args.request_log, "w", encoding="utf-8") as out:
-            out.write(device.request_log_csv())
     if args.time_series is not None:
         with open(args.time_series, "w", encoding="utf-8") as out:
             json.dump(device.time_series(), out, indent=1)
@@ -485,6 +542,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         ("--output", args.output),
         ("--stats-log", args.stats_log),
         ("--socket", args.socket),
+        ("--image", args.image),
     ):
         if path is not None and not os.path.isdir(os.path.dirname(path) or "."):
             raise UsageError(f"{option} {path}: no such directory")
@@ -503,6 +561,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         miss_threshold_ns=round(args.miss_threshold_us * 1000),
         compensation_ns=compensation_ns,
         **limits,
+        tls=args.tls,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_psk=args.tls_psk,
+        insecure=args.insecure,
+        image=args.image,
     )
     if not args.quiet:
         print(f"ssdlab serve: listening on {server.uri} ({args.clock} clock)", file=sys.stderr)
@@ -551,6 +615,15 @@ def format_emulator(emu: dict[str, Any]) -> str:
     )
     if emu["stats_log_error"]:
         lines.append(f"  stats log: not written completely ({emu['stats_log_error']})")
+    tls = emu["tls"]
+    if tls["mode"] != "off":
+        lines.append(f"  TLS {tls['mode']} ({tls['credentials']} credentials)")
+    image = emu["image"]
+    if image is not None:
+        lines.append(
+            f"  image {image['path']}: {image['loaded_bytes'] / MIB:.1f}MiB loaded at start, "
+            f"syncs={image['syncs']}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -588,8 +661,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     from ssdlab.demo import render, run_demo
 
-    if args.scale <= 0:
-        raise UsageError(f"--scale must be positive, got {args.scale}")
+    if not 0 < args.scale <= MAX_DEMO_SCALE:  # also refuses nan
+        raise UsageError(f"--scale must be in (0, {MAX_DEMO_SCALE:g}], got {args.scale}")
+    _check_seed(args.seed)
     console = Console()
     if not args.quiet:
         _err_console().print(

@@ -8,6 +8,7 @@ The core applies overrides to the typed tree and names the key when one is wrong
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -60,7 +61,8 @@ def parse_overrides(overrides: Overrides) -> list[tuple[str, str]]:
     numbers via ``str``, strings unchanged; the core parses them against the key's type.
 
     Raises:
-        ConfigError: an item is not ``key=value`` or its key is empty; the message quotes it.
+        ConfigError: an item is not ``key=value``, its key is empty, or it contains a newline
+            or another control character; the message quotes it.
     """
     if overrides is None:
         return []
@@ -79,11 +81,25 @@ def parse_overrides(overrides: Overrides) -> list[tuple[str, str]]:
                 raise ConfigError(f"override {item!r}: the key must be a string")
         else:
             raise ConfigError(f"override {item!r}: expected 'key=value' or a (key, value) pair")
+        # Checked before stripping: a trailing newline is as wrong as one inside (TOML would
+        # end the value there and read the rest as more TOML).
+        raw = key + (value if isinstance(value, str) else _value_text(value))
         key = key.strip()
         if not key:
             raise ConfigError(f"override {item!r}: empty key")
-        pairs.append((key, _value_text(value)))
+        text = _value_text(value)
+        if any(_is_control(c) for c in raw):
+            raise ConfigError(
+                f"override {item!r}: control character in the override; "
+                "expected key=value on one line"
+            )
+        pairs.append((key, text))
     return pairs
+
+
+def _is_control(char: str) -> bool:
+    # The same set as Rust's char::is_control (Unicode category Cc).
+    return unicodedata.category(char) == "Cc"
 
 
 def _value_text(value: object) -> str:

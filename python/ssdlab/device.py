@@ -14,12 +14,13 @@ simulated time and return a :class:`Completion`; runs (:meth:`Device.run_job`,
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
 import numpy as np
 
@@ -39,15 +40,27 @@ TRACE_FORMATS = ("msr", "spc", "blkparse", "disksim", "mqsim", "alibaba", "tence
 
 _OPCODES = (0, 1, 2)  # read, write, trim: the codes of start_arrays
 
+#: The native side takes seeds, offsets and lengths as unsigned 64-bit integers.
+_U64_MAX = 2**64 - 1
+
+#: Queue depths the core accepts.
+MAX_QUEUE_DEPTH = 65_536
+
 
 @dataclass(frozen=True)
 class Completion:
-    """The completion of one request: simulated times in ns and, for reads, the data."""
+    """The completion of one request: simulated times in ns and, for reads, the data.
+
+    ``uncorrectable`` is true when a page of a read failed ECC even after its read retries: the
+    model reports the failure on the request, as a drive would return an error, rather than
+    corrupting the data.
+    """
 
     latency_ns: int
     submit_ns: int
     complete_ns: int
     data: bytes | None = None
+    uncorrectable: bool = False
 
 
 class JobResult(Mapping[str, Any]):
@@ -129,9 +142,18 @@ class Device:
         seed: the run's seed; (config, workload, seed) determine every result bit for bit.
         overrides: configuration overrides, as ``{"key": value}`` or ``["key=value", ...]``.
         store_data: keep written data so that reads return it (costs memory per written page).
+        time_series: keep the per-interval time series (:meth:`time_series`), at
+            ``stats.interval_ns`` or 10 ms when the configuration sets none. It is bounded:
+            when it reaches 4096 rows its interval doubles and neighbouring rows merge.
+
+    A device may be shared between threads: calls take turns (a call made while another thread
+    is stepping a run waits for that step), and a request submitted while a run is in progress
+    is refused with :class:`DeviceError`.
 
     Raises:
-        ConfigError: unknown preset, unreadable file, bad key or value (the message names it).
+        ConfigError: unknown preset, unreadable file, bad key or value (the message names it),
+            or a geometry whose tables would not fit in the memory available.
+        ValueError: a seed outside 0 .. 2**64-1.
     """
 
     def __init__(
@@ -141,13 +163,20 @@ class Device:
         seed: int = 0,
         overrides: Overrides = None,
         store_data: bool = False,
+        time_series: bool = False,
     ) -> None:
+        _check_int("seed", seed, 0, _U64_MAX)
         toml_text, source_name = resolve(config)
         self.seed = seed
         self.source_name = source_name
         self.store_data = store_data
         self._handle = _core.Device(
-            toml_text, source_name, parse_overrides(overrides), seed, store_data
+            toml_text,
+            source_name,
+            parse_overrides(overrides),
+            seed,
+            store_data,
+            bool(time_series),
         )
 
     def __repr__(self) -> str:
@@ -202,6 +231,8 @@ class Device:
         """
         if op not in ("read", "write", "trim", "flush"):
             raise ValueError(f"op: expected read, write, trim or flush, got {op!r}")
+        _check_int("offset", offset, 0, _U64_MAX)
+        _check_int("length", length, 0, _U64_MAX)
         checked = Hint.coerce(hint)
         raw = self._handle.submit(
             op, offset, length, data, checked.to_dict() if checked is not None else None
@@ -211,6 +242,7 @@ class Device:
             submit_ns=raw["submit_ns"],
             complete_ns=raw["complete_ns"],
             data=raw.get("data"),
+            uncorrectable=bool(raw["uncorrectable"]),
         )
 
     def write(
@@ -251,22 +283,37 @@ class Device:
 
         Returns ``{"pages_written": int, "waf_last_window": float}``.
         """
-        return self._handle.precondition(random_overwrite_passes)
+        if not _is_number(random_overwrite_passes) or not (0 <= random_overwrite_passes < math.inf):
+            raise ValueError(
+                "random_overwrite_passes: expected a finite number >= 0, "
+                f"got {random_overwrite_passes!r}"
+            )
+        return self._handle.precondition(float(random_overwrite_passes))
 
     # -- runs ------------------------------------------------------------------------------------
 
-    def run_job(self, path: str | os.PathLike[str], *, progress: bool | None = None) -> RunResult:
+    def run_job(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        progress: bool | None = None,
+        request_log: TextIO | None = None,
+    ) -> RunResult:
         """Run every job of a fio job file, one after the other, on this device.
+
+        ``request_log``: a text file to which the per-request log rows are appended as the run
+        goes (see :meth:`request_log_header`); the device then holds at most one step's rows.
 
         Raises:
             WorkloadError: the job file is bad or uses an unsupported option (names file:line).
         """
+        self._check_request_log(request_log)
         path = os.fspath(path)
         names = _core.job_names(path)
         jobs = []
         for index, name in enumerate(names):
             self._handle.start_job(path, index)
-            jobs.append(self._drive(f"job {name}", progress))
+            jobs.append(self._drive(f"job {name}", progress, request_log))
         return self._result(jobs)
 
     def run_trace(
@@ -278,6 +325,7 @@ class Device:
         queue_depth: int = 32,
         closed_loop: bool = False,
         progress: bool | None = None,
+        request_log: TextIO | None = None,
     ) -> RunResult:
         """Replay a block trace (``fmt`` is one of :data:`TRACE_FORMATS`).
 
@@ -289,9 +337,14 @@ class Device:
         """
         if fmt not in TRACE_FORMATS:
             raise ValueError(f"fmt: expected one of {', '.join(TRACE_FORMATS)}, got {fmt!r}")
+        if not _is_number(time_scale) or not (0 < time_scale < math.inf):
+            raise ValueError(f"time_scale: expected a finite number > 0, got {time_scale!r}")
+        _check_int("queue_depth", queue_depth, 1, MAX_QUEUE_DEPTH)
+        self._check_request_log(request_log)
         path = os.fspath(path)
-        self._handle.start_trace(path, fmt, time_scale, queue_depth, closed_loop)
-        return self._result([self._drive(f"trace {os.path.basename(path)}", progress)])
+        self._handle.start_trace(path, fmt, float(time_scale), queue_depth, closed_loop)
+        label = f"trace {os.path.basename(path)}"
+        return self._result([self._drive(label, progress, request_log)])
 
     def run_arrays(
         self,
@@ -303,6 +356,7 @@ class Device:
         queue_depth: int = 32,
         name: str = "arrays",
         progress: bool | None = None,
+        request_log: TextIO | None = None,
     ) -> RunResult:
         """Run requests given as columns (lists or NumPy arrays), closed loop at ``queue_depth``.
 
@@ -318,6 +372,11 @@ class Device:
         bad_ops = arrays["ops"][~np.isin(arrays["ops"], _OPCODES)]
         if bad_ops.size:
             raise ValueError(f"ops: expected 0 (read), 1 (write) or 2 (trim), got {bad_ops[0]}")
+        for key, low in (("offsets", 0), ("lengths", 0), ("placement", -1)):
+            if key in arrays and arrays[key].size and arrays[key].min() < low:
+                raise ValueError(f"{key}: expected values >= {low}, got {arrays[key].min()}")
+        _check_int("queue_depth", queue_depth, 1, MAX_QUEUE_DEPTH)
+        self._check_request_log(request_log)
         lists = {key: array.tolist() for key, array in arrays.items()}
         self._handle.start_arrays(
             lists["ops"],
@@ -327,29 +386,50 @@ class Device:
             queue_depth,
             name,
         )
-        return self._result([self._drive(name, progress)])
+        return self._result([self._drive(name, progress, request_log)])
 
     def stats(self) -> dict[str, Any]:
         """The cumulative ``ssd`` statistics: WAF, GC, erases, energy, ECC, placement, time."""
         return json.loads(self._handle.ssd_stats())
 
     def time_series(self) -> list[dict[str, Any]]:
-        """Per-interval rows (for plots)."""
+        """Per-interval rows (for plots); empty unless the device was built with
+        ``time_series=True`` (or ``stats.interval_ns`` set).
+
+        Only intervals with completions or device work have a row; each row gives its
+        ``start_ns`` and ``interval_ns`` (which doubles when the series reaches its row budget).
+        """
         return json.loads(self._handle.time_series())
 
     def request_log_csv(self) -> str:
-        """The per-request log as CSV text (rows only with ``stats.request_log = true``)."""
+        """The per-request log the device holds, as CSV text with its header (rows only with
+        ``stats.request_log = true``, and not those already streamed to a ``request_log``)."""
         return self._handle.request_log_csv()
+
+    @staticmethod
+    def request_log_header() -> str:
+        """The header line (with its newline) of the per-request log's CSV."""
+        return _core.Device.request_log_header()
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _drive(self, label: str, progress: bool | None) -> JobResult:
+    def _check_request_log(self, request_log: TextIO | None) -> None:
+        if request_log is not None and not self.config["stats"]["request_log"]:
+            raise ValueError(
+                "request_log: the device keeps no request log; "
+                "build it with overrides {'stats.request_log': True}"
+            )
+
+    def _drive(self, label: str, progress: bool | None, request_log: TextIO | None) -> JobResult:
         """Step the started job to its end, then collect its results."""
         with _progress_bar(label, progress) as update:
             idle = 0
             last = -1
             while True:
                 done, completed, total = self._handle.step(STEP_CHUNK)
+                if request_log is not None:
+                    # Rows leave the device after every step: the log costs constant memory.
+                    request_log.write(self._handle.drain_request_log_csv())
                 update(completed, total)
                 if done:
                     break
@@ -364,6 +444,19 @@ class Device:
 
     def _result(self, jobs: list[JobResult]) -> RunResult:
         return RunResult(seed=self.seed, config_hash=self.config_hash, jobs=jobs, ssd=self.stats())
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    """Refuse a non-integer or out-of-range argument before the native side sees it (where
+    it would be an ``OverflowError`` or ``TypeError`` naming no argument)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}: expected an integer, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{name}: expected an integer in {low} .. {high}, got {value}")
 
 
 def _int_column(name: str, column: Any) -> np.ndarray:

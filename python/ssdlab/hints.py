@@ -6,57 +6,89 @@ vocabulary follows the standards it mirrors: Linux ``F_SET_RW_HINT`` write-life 
 Streams ids, NVMe FDP placement identifiers, SEA-SSD's ``dyn``/``stat`` classes, melded-page
 read-together groups and FlexECC's dirty/clean reliability and flush reads.
 
-Validation happens here, at construction, so that a bad hint fails where it is written with the
-field's name rather than deep inside a run.
+The vocabulary itself (names, aliases, values, messages) lives in the Rust core, which a trace's
+hint column and fio's ``write_hint`` also parse through; this module asks ``ssdlab._core`` for it
+rather than keeping a second list, so ``Hint(fdp=2)`` and a trace's ``fdp=2`` cannot disagree.
+Validation happens at construction, so that a bad hint fails where it is written.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
-WRITE_LIFE_VALUES = ("not_set", "none", "short", "medium", "long", "extreme")
-SEA_CLASS_VALUES = ("dyn", "stat")
-RELIABILITY_VALUES = ("dirty", "clean")
-
-# Identifiers travel to Rust as unsigned integers; anything beyond 32 bits is a mistake, not an id.
-_ID_LIMIT = 2**32
+from ssdlab import _core
 
 
-@dataclass(frozen=True)
+class HintField(NamedTuple):
+    """One hint field as the core describes it."""
+
+    name: str
+    aliases: tuple[str, ...]
+    values: tuple[str, ...]
+    expected: str
+    doc: str
+
+
+#: Every hint field, in the core's order, keyed by canonical name.
+HINT_FIELDS: dict[str, HintField] = {
+    row[0]: HintField(row[0], tuple(row[1]), tuple(row[2]), row[3], row[4])
+    for row in _core.hint_fields()
+}
+
+WRITE_LIFE_VALUES = HINT_FIELDS["write_life"].values
+SEA_CLASS_VALUES = HINT_FIELDS["sea_class"].values
+RELIABILITY_VALUES = HINT_FIELDS["reliability"].values
+
+
+@dataclass(frozen=True, init=False)
 class Hint:
     """Information about a request's data that the device may use for placement or protection.
 
-    Every field is optional; ``Hint()`` carries nothing.
+    Every field is optional; ``Hint()`` carries nothing. Fields are given by keyword, under their
+    canonical names below or the aliases of :data:`HINT_FIELDS` (``life``, ``fdp``, ``sea``,
+    ``group``, ``rel``, ``flushread``); values are stored in canonical form, so
+    ``Hint(life="NOT_SET") == Hint(write_life="not_set")``.
 
     Attributes:
         write_life: Linux write-life hint: ``not_set``, ``none``, ``short``, ``medium``, ``long``
-            or ``extreme`` (relative lifetimes, no absolute meaning).
-        stream: NVMe Streams id of a write.
-        placement_id: NVMe FDP placement identifier (reclaim unit handle) of a write; writes
-            without one go to handle 0.
+            or ``extreme`` (relative lifetimes, no absolute meaning; also 0-5).
+        stream: NVMe Streams id of a write (0-65535).
+        placement_id: NVMe FDP placement identifier of a write (0-65535); writes without one go
+            to handle 0.
         sea_class: SEA-SSD class of a write: ``dyn`` (short-lived) or ``stat`` (long-lived).
-        read_group: read-together group of a write (melded pages).
+        read_group: read-together group of a write (melded pages), a 64-bit integer.
         reliability: FlexECC protection class of a write: ``dirty`` (ECC) or ``clean`` (EDC).
         flush_read: on a read, that the host is writing this dirty data back (FlexECC).
+
+    Raises:
+        ValueError: an unknown name, a bad value or a field given twice; the message is the
+            core's, the same a trace's hint column gives.
     """
 
-    write_life: str | None = None
-    stream: int | None = None
-    placement_id: int | None = None
-    sea_class: str | None = None
-    read_group: int | None = None
-    reliability: str | None = None
-    flush_read: bool = False
+    write_life: str | None
+    stream: int | None
+    placement_id: int | None
+    sea_class: str | None
+    read_group: int | None
+    reliability: str | None
+    flush_read: bool
 
-    def __post_init__(self) -> None:
-        _check_choice("write_life", self.write_life, WRITE_LIFE_VALUES)
-        _check_choice("sea_class", self.sea_class, SEA_CLASS_VALUES)
-        _check_choice("reliability", self.reliability, RELIABILITY_VALUES)
-        for name in ("stream", "placement_id", "read_group"):
-            _check_id(name, getattr(self, name))
-        if not isinstance(self.flush_read, bool):
-            raise ValueError(f"flush_read: expected True or False, got {self.flush_read!r}")
+    def __init__(self, **hint: Any) -> None:
+        canonical = _core.normalize_hint(hint)
+        for f in fields(self):
+            unset = False if f.name == "flush_read" else None
+            # Frozen: the dataclass's own __setattr__ refuses, as it should for users.
+            object.__setattr__(self, f.name, canonical.get(f.name, unset))
+
+    @classmethod
+    def parse(cls, text: str) -> Hint:
+        """Parse the text form a trace's hint column uses, e.g. ``"life=short;fdp=2"``."""
+        return cls(**_core.parse_hint_text(text))
+
+    def __str__(self) -> str:
+        """The text form with canonical names (``write_life=short;placement_id=2``)."""
+        return _core.format_hint(self.to_dict())
 
     @classmethod
     def coerce(cls, hint: Hint | dict[str, Any] | None) -> Hint | None:
@@ -64,12 +96,9 @@ class Hint:
         if hint is None or isinstance(hint, Hint):
             return hint
         if isinstance(hint, dict):
-            known = {f.name for f in fields(cls)}
-            unknown = sorted(set(hint) - known)
-            if unknown:
-                raise ValueError(
-                    f"unknown hint field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-                )
+            bad_keys = [key for key in hint if not isinstance(key, str)]
+            if bad_keys:
+                raise ValueError(f"hint field names are strings, got {bad_keys[0]!r}")
             return cls(**hint)
         raise TypeError(f"hint: expected a Hint, a dict or None, got {type(hint).__name__}")
 
@@ -84,16 +113,10 @@ class Hint:
         return out
 
 
-def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value is not None and value not in allowed:
-        raise ValueError(f"{name}: expected one of {', '.join(allowed)}, got {value!r}")
-
-
-def _check_id(name: str, value: object) -> None:
-    if value is None:
-        return
-    # bool is an int subclass; True as a stream id is a bug, not stream 1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name}: expected a non-negative integer, got {value!r}")
-    if not 0 <= value < _ID_LIMIT:
-        raise ValueError(f"{name}: expected 0 <= {name} < 2**32, got {value}")
+# The dataclass's attributes are typed for users and editors; the core decides what exists. If
+# the core grows a field this class lacks, Hint(...) would drop it silently: fail at import.
+if {f.name for f in fields(Hint)} != set(HINT_FIELDS):
+    raise ImportError(
+        f"ssdlab.Hint fields {sorted(f.name for f in fields(Hint))} differ from the native "
+        f"module's hint fields {sorted(HINT_FIELDS)}; rebuild the extension (make build)"
+    )

@@ -13,9 +13,19 @@ a round trip (reply delivery, its processing, its next request's delivery), meas
 connection from the gaps between a reply and the next request (or fixed by
 ``compensation_ns``; 0 turns it off), so that what the client measures is the model's latency.
 
+With ``tls_cert``/``tls_key`` (X.509, PEM) or ``tls_psk`` (a ``username:hexkey`` file, as
+nbdkit and qemu use) clients must upgrade with NBD's STARTTLS (``tls="require"``, the default
+then; ``"on"`` lets plain clients in too) and the URI is ``nbds://`` or ``nbds+unix://``. A TCP
+``host`` other than loopback needs TLS required, or ``insecure=True``.
+
+Without ``image`` the export's data lives only as long as the server. With ``image=PATH`` it
+persists in a sparse file of the export's size (created if missing): writes go through to it, a
+FLUSH or FUA write makes them durable, and the next server started with the same image begins
+with the same contents.
+
 The summary has fio's job layout (simulated latencies), the ``ssd`` section of ``ssdlab run``
 and an ``emulator`` section (connections, error replies, deadline misses and how late replies
-went out, the limits, connections the server closed and peak buffered bytes).
+went out, the limits, connections the server closed, peak buffered bytes, TLS and the image).
 
 Limits keep hostile or broken clients from taking the server down (defaults from
 ``Server.default_limits()``): per connection, ``max_requests_in_flight`` and
@@ -24,10 +34,10 @@ client's socket); ``max_connections`` in transmission (a new one evicts the conn
 longest) and ``max_handshakes`` still negotiating (the oldest is closed); ``handshake_timeout_s``
 for the whole handshake, ``stall_timeout_s`` for a connection waiting on its client (the rest of
 a request, or room for replies it does not read) and ``idle_timeout_s`` (``None`` or 0: never)
-for one with nothing outstanding.
+for one with nothing outstanding. The limits apply to TLS connections alike: the handshake
+timeout covers the TLS handshake, and buffered bytes are counted after decryption.
 
-A server serves once: ``start()`` after ``stop()`` raises ``SsdlabError``. Data lives only as
-long as the server.
+A server serves once: ``start()`` after ``stop()`` raises ``SsdlabError``.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from ssdlab import _core
 from ssdlab.config import Overrides, parse_overrides, resolve
 
 CLOCKS = ("realtime", "virtual")
+TLS_MODES = ("off", "on", "require")
 
 
 class Server:
@@ -71,11 +82,19 @@ class Server:
         stall_timeout_s: float | None = None,
         max_requests_in_flight: int | None = None,
         max_buffered_bytes: int | None = None,
+        tls: str | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        tls_psk: str | os.PathLike[str] | None = None,
+        insecure: bool = False,
+        image: str | os.PathLike[str] | None = None,
     ) -> None:
         if (socket is None) == (port is None):
             raise ValueError("give exactly one of socket= and port=")
         if clock not in CLOCKS:
             raise ValueError(f"clock: expected one of {', '.join(CLOCKS)}, got {clock!r}")
+        if tls is not None and tls not in TLS_MODES:
+            raise ValueError(f"tls: expected one of {', '.join(TLS_MODES)}, got {tls!r}")
         toml_text, source_name = resolve(config)
         self.clock = clock
         self.summary: dict[str, Any] | None = None
@@ -100,6 +119,12 @@ class Server:
             stall_timeout_s=stall_timeout_s,
             max_requests_in_flight=max_requests_in_flight,
             max_buffered_bytes=max_buffered_bytes,
+            tls=tls,
+            tls_cert=_path(tls_cert),
+            tls_key=_path(tls_key),
+            tls_psk=_path(tls_psk),
+            insecure=insecure,
+            image=_path(image),
         )
 
     @staticmethod
@@ -166,3 +191,7 @@ class Server:
 
 def _print_warning(message: str) -> None:
     print(f"ssdlab serve: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _path(path: str | os.PathLike[str] | None) -> str | None:
+    return os.fspath(path) if path is not None else None

@@ -1,4 +1,4 @@
-//! `simspeed [--tiny] [--op FRACTION]`: the simulator-speed benchmark of BENCHMARKS.md. Prints
+//! `simspeed [--tiny] [--op FRACTION] [--scheduler fcfs|priority|out_of_order]`: the simulator-speed benchmark of BENCHMARKS.md. Prints
 //! a table and a JSON line; targets: >= 2 M random writes/s in GC steady state, >= 4 M random
 //! reads/s, and <= 16 bytes of device state per physical page. `--op` sets over-provisioning
 //! (default 0.07); the logical capacity is kept at 64 GiB by scaling the blocks per plane.
@@ -23,12 +23,22 @@ fn main() {
         }
         params.over_provisioning = op;
     }
+    if let Some(i) = args.iter().position(|a| a == "--scheduler") {
+        match args.get(i + 1).map(String::as_str) {
+            Some(s @ ("fcfs" | "priority" | "out_of_order")) => params.scheduler = s.into(),
+            _ => {
+                eprintln!("simspeed: --scheduler: expected fcfs, priority or out_of_order");
+                std::process::exit(2);
+            }
+        }
+    }
     eprintln!(
-        "simspeed: {} requests per phase, QD {}, {} blocks per plane, OP {}{}",
+        "simspeed: {} requests per phase, QD {}, {} blocks per plane, OP {}, {}{}",
         params.requests,
         params.queue_depth,
         params.blocks_per_plane,
         params.over_provisioning,
+        params.scheduler,
         if tiny { " (tiny)" } else { "" }
     );
     let r = run(&params);

@@ -119,6 +119,14 @@ pub struct CellConfig {
     /// tPROG per page type (LSB first); one value applies to every type.
     pub program_ns: Vec<u64>,
     pub erase_ns: u64,
+    /// Program and erase suspend/resume for reads (Wu & He, FAST 2012).
+    pub suspend: bool,
+    /// Time to suspend a program or erase; needs `suspend` (default 20 us when it is on).
+    pub suspend_ns: Option<u64>,
+    /// Time to resume a suspended operation; needs `suspend` (default 20 us).
+    pub resume_ns: Option<u64>,
+    /// Suspensions allowed per operation; needs `suspend` (default 5).
+    pub max_suspends: Option<u32>,
 }
 
 impl Default for CellConfig {
@@ -131,6 +139,10 @@ impl Default for CellConfig {
             melded_read_ns: 0,
             program_ns: vec![700_000],
             erase_ns: 3_500_000,
+            suspend: false,
+            suspend_ns: None,
+            resume_ns: None,
+            max_suspends: None,
         }
     }
 }
@@ -194,7 +206,32 @@ impl Default for HostConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+/// How a die chooses its next transaction (one file per policy in `sched/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedulerKind {
+    /// First come, first served: each operation is reserved on its die and channel when its
+    /// request is issued (the exact closed-form model).
+    Fcfs,
+    /// Host reads, then host writes, then GC, then erases, with aging.
+    #[default]
+    Priority,
+    /// Reads first (host or GC), then programs, then erases, preferring work whose channel is
+    /// free (MQSim's out-of-order TSU).
+    OutOfOrder,
+}
+
+impl SchedulerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedulerKind::Fcfs => "fcfs",
+            SchedulerKind::Priority => "priority",
+            SchedulerKind::OutOfOrder => "out_of_order",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ControllerConfig {
     /// Device-CPU time per host request (command parsing, queue handling).
@@ -203,6 +240,22 @@ pub struct ControllerConfig {
     pub cpu_ns_per_page: u64,
     /// DRAM write buffer in pages; 0 disables it (writes complete after their program).
     pub write_buffer_pages: u32,
+    /// Die scheduling policy: fcfs, priority or out_of_order.
+    pub scheduler: SchedulerKind,
+    /// Priority scheduling: a waiting transaction rises one class per this much waiting.
+    pub aging_ns: u64,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            cpu_ns_per_request: 0,
+            cpu_ns_per_page: 0,
+            write_buffer_pages: 0,
+            scheduler: SchedulerKind::Priority,
+            aging_ns: 5_000_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -307,6 +360,34 @@ pub enum WearLevelingKind {
     Dynamic,
 }
 
+/// `name()` on the configuration's choice enums: the spelling the configuration file uses,
+/// for reports and messages. Reports used to print `Debug` lowercased, which turns
+/// `cost_benefit` into `costbenefit`, a value the configuration then refuses. `ALL` lists the
+/// variants; the `match` is exhaustive, so a new variant cannot be left without a name, and a
+/// test checks each name against serde's spelling.
+macro_rules! config_names {
+    ($($kind:ident { $($variant:ident => $name:literal),+ $(,)? })+) => {$(
+        impl $kind {
+            pub const ALL: &'static [$kind] = &[$($kind::$variant),+];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($kind::$variant => $name),+
+                }
+            }
+        }
+    )+};
+}
+
+config_names! {
+    CellKind { Slc => "slc", Mlc => "mlc", Tlc => "tlc", Qlc => "qlc" }
+    UnmappedRead { Zero => "zero", Flash => "flash" }
+    EccCode { None => "none", Crc => "crc", Bch => "bch", Ldpc => "ldpc" }
+    FtlKind { PageMap => "page_map" }
+    GcPolicyKind { Greedy => "greedy", CostBenefit => "cost_benefit", Fifo => "fifo" }
+    WearLevelingKind { None => "none", Dynamic => "dynamic" }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FtlConfig {
@@ -320,6 +401,9 @@ pub struct FtlConfig {
     pub gc_bg_idle_ns: u64,
     /// GC moves pages inside the die (copyback) instead of through the controller.
     pub gc_copyback: bool,
+    /// Pages a GC step moves before host work may run again (foreground steps scale this by
+    /// the free-block shortage).
+    pub gc_step_pages: u32,
     pub wear_leveling: WearLevelingKind,
 }
 
@@ -332,7 +416,28 @@ impl Default for FtlConfig {
             gc_bg_free_blocks: 4,
             gc_bg_idle_ns: 1_000_000,
             gc_copyback: true,
+            gc_step_pages: 8,
             wear_leveling: WearLevelingKind::Dynamic,
+        }
+    }
+}
+
+/// How the plane of each host page is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocationKind {
+    /// The least-loaded die at the time the page is placed, channel-first among equals.
+    #[default]
+    Dynamic,
+    /// A fixed channel-way-die-plane stripe per placement handle.
+    Static,
+}
+
+impl AllocationKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AllocationKind::Dynamic => "dynamic",
+            AllocationKind::Static => "static",
         }
     }
 }
@@ -342,6 +447,8 @@ impl Default for FtlConfig {
 pub struct PlacementConfig {
     /// Use hints to choose a write frontier; off gives every experiment its baseline.
     pub honor_hints: bool,
+    /// Plane allocation of host pages: dynamic or static.
+    pub allocation: AllocationKind,
     /// Placement handles (write frontiers); stream ids and FDP placement ids index them.
     pub handles: u32,
     /// Handle for each Linux write-life hint, indexed NOT_SET, NONE, SHORT, MEDIUM, LONG,
@@ -355,6 +462,7 @@ impl Default for PlacementConfig {
     fn default() -> Self {
         PlacementConfig {
             honor_hints: true,
+            allocation: AllocationKind::Dynamic,
             handles: 1,
             write_life_handles: vec![0, 0, 1, 2, 3, 4],
             sea_dyn_handle: 1,
@@ -363,22 +471,22 @@ impl Default for PlacementConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// Both off by default: each keeps data that grows with the run, which only a user who asked
+// for it should pay for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct StatsConfig {
-    /// Width of one time-series interval in simulated ns; 0 disables the time series.
+    /// Width of one time-series interval in simulated ns; 0 (the default) disables the time
+    /// series. The series holds a bounded number of rows and widens its intervals when it
+    /// fills up (see `stats::TimeSeries`).
     pub interval_ns: u64,
     /// Keep a per-request log (request #, op, address, size, flash work, durations).
     pub request_log: bool,
 }
 
-impl Default for StatsConfig {
-    fn default() -> Self {
-        StatsConfig {
-            interval_ns: 10_000_000,
-            request_log: false,
-        }
-    }
+impl StatsConfig {
+    /// Interval of a time series asked for without a width: 10 ms of simulated time.
+    pub const DEFAULT_INTERVAL_NS: u64 = 10_000_000;
 }
 
 /// The whole device description.
@@ -419,7 +527,26 @@ pub struct Derived {
     pub codewords_per_page: u32,
     pub decode_ns: u64,
     pub encode_ns: u64,
+    /// Suspend/resume latencies and the per-operation cap (zero when suspend is off).
+    pub suspend_ns: u64,
+    pub resume_ns: u64,
+    pub max_suspends: u32,
+    /// Memory the FTL's flat tables take whatever the workload (see [`MAPPING_BYTES_PER_BLOCK`]).
+    pub mapping_bytes: u64,
 }
+
+/// Memory per erase block besides the per-page tables: the page-mapping FTL's per-block arrays
+/// (valid count, write pointer, state, close sequence, last write time, erase count, owner:
+/// 30 B), a free-pool entry (8 B) and the geometry's die table (4 B), rounded up.
+pub const MAPPING_BYTES_PER_BLOCK: u64 = 48;
+
+/// Memory per page the data store of data-driven mode holds for each page with data: the page
+/// itself plus its boxed slice and hash-map entry.
+pub const STORED_PAGE_OVERHEAD_BYTES: u64 = 32;
+
+/// How many standard deviations of live-data imbalance between planes the spare space must
+/// absorb (see the spare-space check in [`Config::validate`]).
+const PLANE_IMBALANCE_SIGMAS: f64 = 4.0;
 
 /// Parse a `--set` value: TOML syntax first (numbers, booleans, arrays, quoted strings), and a
 /// bare word as a string so that `ftl.gc_policy=fifo` needs no quotes.
@@ -438,6 +565,16 @@ fn apply_override(root: &mut toml::Table, key: &str, raw: &str) -> Result<(), Co
         item: format!("{key}={raw}"),
         message,
     };
+    // A value is one line of text: TOML would read a newline as the end of the value and take
+    // what follows as more TOML (or drop it), so the override would not mean what was typed.
+    if let Some(c) = key.chars().chain(raw.chars()).find(|c| c.is_control()) {
+        return Err(ConfigError::Override {
+            item: format!("{}={}", key.escape_debug(), raw.escape_debug()),
+            message: format!(
+                "control character {c:?} in the override: expected key=value on one line"
+            ),
+        });
+    }
     let parts: Vec<&str> = key.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
         return Err(err("expected a dotted key such as geometry.channels".into()));
@@ -592,16 +729,87 @@ impl Config {
                 ),
             ));
         }
+        if let Some(needed) =
+            self.overwrite_shortfall(g.pages_per_block, physical_pages, logical_pages, planes)
+        {
+            let minimum = self.minimum_pages_per_block(planes);
+            let range = match minimum {
+                Some(b) => format!(
+                    "with the other settings, expected pages_per_block in {b}..=65535 (a \
+                     multiple of {bits}), or raise geometry.over_provisioning or \
+                     geometry.blocks_per_plane"
+                ),
+                None => "no pages_per_block works with the other settings: raise \
+                         geometry.over_provisioning or geometry.blocks_per_plane"
+                    .to_string(),
+            };
+            return Err(invalid(
+                "geometry.pages_per_block",
+                format!(
+                    "{} pages per block leave too little spare space per plane to sustain \
+                     overwrites: {needed}; {range}",
+                    g.pages_per_block
+                ),
+            ));
+        }
         if self.ftl.gc_fg_free_blocks < 1 {
             return Err(invalid(
                 "ftl.gc_fg_free_blocks",
                 "expected at least 1".into(),
             ));
         }
-        if self.ftl.gc_bg_free_blocks < self.ftl.gc_fg_free_blocks {
+        if self.ftl.gc_fg_free_blocks >= self.ftl.gc_bg_free_blocks {
             return Err(invalid(
-                "ftl.gc_bg_free_blocks",
-                "expected at least ftl.gc_fg_free_blocks (background GC starts earlier)".into(),
+                "ftl.gc_fg_free_blocks",
+                format!(
+                    "expected fewer than ftl.gc_bg_free_blocks ({}): background GC must start \
+                     before foreground GC throttles writes",
+                    self.ftl.gc_bg_free_blocks
+                ),
+            ));
+        }
+        // A step larger than a block moves what the victim holds: only 0 makes no progress.
+        if self.ftl.gc_step_pages == 0 {
+            return Err(invalid(
+                "ftl.gc_step_pages",
+                "expected at least 1 page per GC step, got 0".into(),
+            ));
+        }
+        let c = &self.cell;
+        if !c.suspend {
+            for (key, set) in [
+                ("cell.suspend_ns", c.suspend_ns.is_some()),
+                ("cell.resume_ns", c.resume_ns.is_some()),
+                ("cell.max_suspends", c.max_suspends.is_some()),
+            ] {
+                if set {
+                    return Err(invalid(
+                        key,
+                        "only meaningful with cell.suspend = true (set it, or drop this key)"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        let (suspend_ns, resume_ns, max_suspends) = if c.suspend {
+            (
+                c.suspend_ns.unwrap_or(20_000),
+                c.resume_ns.unwrap_or(20_000),
+                c.max_suspends.unwrap_or(5),
+            )
+        } else {
+            (0, 0, 0)
+        };
+        if c.suspend && max_suspends == 0 {
+            return Err(invalid(
+                "cell.max_suspends",
+                "expected at least 1 with cell.suspend = true".into(),
+            ));
+        }
+        if self.controller.aging_ns == 0 {
+            return Err(invalid(
+                "controller.aging_ns",
+                "expected a positive time in ns".into(),
             ));
         }
         if self.placement.handles > 256 {
@@ -663,6 +871,46 @@ impl Config {
                 "expected a probability in [0, 0.5)".into(),
             ));
         }
+        // Reports multiply counts by these figures: NaN or infinity would reach the JSON (which
+        // cannot hold them) and a negative energy is meaningless.
+        let e = &self.energy;
+        for (key, value) in [
+            ("energy.read_nj", e.read_nj),
+            ("energy.program_nj", e.program_nj),
+            ("energy.erase_nj", e.erase_nj),
+            ("energy.transfer_pj_per_byte", e.transfer_pj_per_byte),
+            ("energy.ecc_decode_nj", e.ecc_decode_nj),
+            ("energy.idle_w", e.idle_w),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(invalid(
+                    key,
+                    format!("expected a finite number >= 0, got {value}"),
+                ));
+            }
+        }
+        for (key, value) in [
+            ("ecc.rber_pe_scale", self.ecc.rber_pe_scale),
+            ("ecc.rber_pe_exponent", self.ecc.rber_pe_exponent),
+            ("ecc.retry_rber_factor", self.ecc.retry_rber_factor),
+        ] {
+            // The RBER model divides by the scale and raises to the exponent: both must give a
+            // finite probability; a retry factor above 1 would make retries worse.
+            let ok = value.is_finite()
+                && match key {
+                    "ecc.rber_pe_scale" => value > 0.0,
+                    "ecc.retry_rber_factor" => (0.0..=1.0).contains(&value),
+                    _ => value >= 0.0,
+                };
+            if !ok {
+                let expected = match key {
+                    "ecc.rber_pe_scale" => "a finite number > 0",
+                    "ecc.retry_rber_factor" => "a number in [0, 1]",
+                    _ => "a finite number >= 0",
+                };
+                return Err(invalid(key, format!("expected {expected}, got {value}")));
+            }
+        }
         let wl = &self.placement.write_life_handles;
         if wl.len() != 6 {
             return Err(invalid(
@@ -695,6 +943,117 @@ impl Config {
             codewords_per_page,
             decode_ns,
             encode_ns,
+            suspend_ns,
+            resume_ns,
+            max_suspends,
+            // L2P: a u32 per logical page; P2L: a u32 per physical page.
+            mapping_bytes: 4 * logical_pages
+                + 4 * physical_pages
+                + MAPPING_BYTES_PER_BLOCK * blocks,
+        })
+    }
+
+    /// Refuse a device whose tables do not fit in `available_bytes` of memory, before anything
+    /// is allocated: a table too large for the machine would otherwise abort the process (Rust
+    /// aborts on allocation failure) instead of giving an error. The core does not read the
+    /// machine's memory itself; the caller (the Python glue, the NBD server) measures it.
+    pub fn check_memory(
+        &self,
+        derived: &Derived,
+        source_name: &str,
+        available_bytes: u64,
+    ) -> Result<(), ConfigError> {
+        if derived.mapping_bytes <= available_bytes {
+            return Ok(());
+        }
+        let g = &self.geometry;
+        let mib = |bytes: u64| bytes as f64 / (1u64 << 20) as f64;
+        Err(ConfigError::Invalid {
+            source_name: source_name.to_string(),
+            key: "geometry".to_string(),
+            message: format!(
+                "{} channels x {} chips x {} dies x {} planes x {} blocks x {} pages of {} B \
+                 ({} blocks, {} physical pages) needs about {:.0} MiB for its mapping tables \
+                 (4 B per logical page, 4 B per physical page, {} B per block), more than the \
+                 {:.0} MiB of memory available; make geometry.blocks_per_plane or \
+                 geometry.pages_per_block smaller or geometry.page_size_bytes larger",
+                g.channels,
+                g.chips_per_channel,
+                g.dies_per_chip,
+                g.planes_per_die,
+                g.blocks_per_plane,
+                g.pages_per_block,
+                g.page_size_bytes,
+                derived.blocks,
+                derived.physical_pages,
+                mib(derived.mapping_bytes),
+                MAPPING_BYTES_PER_BLOCK,
+                mib(available_bytes),
+            ),
+        })
+    }
+
+    /// Turn the time series on (at [`StatsConfig::DEFAULT_INTERVAL_NS`]) unless the
+    /// configuration already asks for one: what `--time-series` and `Device(time_series=True)`
+    /// mean. It is off by default because a long run would otherwise keep rows nobody reads.
+    pub fn enable_time_series(&mut self) {
+        if self.stats.interval_ns == 0 {
+            self.stats.interval_ns = StatsConfig::DEFAULT_INTERVAL_NS;
+        }
+    }
+
+    /// Why a plane cannot sustain overwrites with this geometry, or `None` if it can.
+    ///
+    /// Host pages stripe over the planes round-robin, but an overwrite invalidates the old copy
+    /// wherever it lies, so the live data of a plane drifts around its share `m` of the logical
+    /// pages. Under uniform random overwrites that drift is mean-reverting with a variance of
+    /// about `m / 2` (each plane gains one page per round of the stripe and loses its share of
+    /// the invalidations). A plane whose live data fills its usable pages (all but the
+    /// foreground-GC reserve and, on average, half of each handle's two open blocks) has no
+    /// victim with an invalid page left, and the device is full although other planes have
+    /// room. The usable pages must therefore exceed `m` by [`PLANE_IMBALANCE_SIGMAS`] standard
+    /// deviations. With large blocks the spare blocks dwarf the drift and this always holds;
+    /// with one page per block the `slc` preset has 64 pages of headroom per plane (2.9
+    /// deviations) and a plane filled within one pass of random overwrites. The margin was set
+    /// by the test `sustained_overwrites` in `tests/validation.rs`: at 3.5 deviations the
+    /// tightest accepted geometry with 4 pages per block filled a plane, at 4 none did.
+    fn overwrite_shortfall(
+        &self,
+        pages_per_block: u32,
+        physical_pages: u64,
+        logical_pages: u64,
+        planes: u64,
+    ) -> Option<String> {
+        let g = &self.geometry;
+        // Blocks that hold no live data when GC looks for a victim: the foreground-GC reserve,
+        // and on average half of each handle's two open blocks (host and GC frontier).
+        let reserve_blocks = self.placement.handles as u64 + self.ftl.gc_fg_free_blocks as u64;
+        let usable = (g.blocks_per_plane as u64).saturating_sub(reserve_blocks) as f64
+            * pages_per_block as f64;
+        let share = logical_pages as f64 / planes as f64;
+        let margin = PLANE_IMBALANCE_SIGMAS * (share / 2.0).sqrt();
+        let spare = (physical_pages - logical_pages) as f64 / planes as f64;
+        (usable < share + margin).then(|| {
+            format!(
+                "{spare:.0} spare pages per plane, GC needs {:.0} ({reserve_blocks} reserved \
+                 blocks of {} pages, plus {margin:.0} pages for the drift of live data between \
+                 planes: {PLANE_IMBALANCE_SIGMAS} x sqrt({share:.0} logical pages per plane / 2))",
+                reserve_blocks as f64 * pages_per_block as f64 + margin,
+                pages_per_block,
+            )
+        })
+    }
+
+    /// The smallest pages per block (a multiple of the bits per cell) that passes
+    /// [`Config::overwrite_shortfall`] with the other settings unchanged, for the error message.
+    fn minimum_pages_per_block(&self, planes: u64) -> Option<u32> {
+        let bits = self.cell.kind.bits_per_cell();
+        let g = &self.geometry;
+        (1..=65_535 / bits).map(|k| k * bits).find(|&b| {
+            let physical = planes * g.blocks_per_plane as u64 * b as u64;
+            let logical = (physical as f64 / (1.0 + g.over_provisioning)).floor() as u64;
+            self.overwrite_shortfall(b, physical, logical, planes)
+                .is_none()
         })
     }
 
@@ -719,6 +1078,54 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scheduling_keys_are_checked_with_the_key_and_the_valid_values() {
+        let err = |pairs: &[(&str, &str)]| {
+            let overrides: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Config::from_toml("", "dev.toml", &overrides)
+                .unwrap_err()
+                .to_string()
+        };
+        let msg = err(&[("controller.scheduler", "fifo")]);
+        assert!(
+            msg.contains("fifo") && msg.contains("fcfs") && msg.contains("out_of_order"),
+            "{msg}"
+        );
+        let msg = err(&[("placement.allocation", "random")]);
+        assert!(msg.contains("dynamic") && msg.contains("static"), "{msg}");
+        let msg = err(&[("cell.suspend_ns", "5000")]);
+        assert!(
+            msg.contains("cell.suspend_ns") && msg.contains("cell.suspend = true"),
+            "{msg}"
+        );
+        let msg = err(&[("cell.suspend", "true"), ("cell.max_suspends", "0")]);
+        assert!(msg.contains("cell.max_suspends"), "{msg}");
+        let msg = err(&[
+            ("ftl.gc_fg_free_blocks", "4"),
+            ("ftl.gc_bg_free_blocks", "4"),
+        ]);
+        assert!(
+            msg.contains("ftl.gc_fg_free_blocks") && msg.contains("fewer than"),
+            "{msg}"
+        );
+        let msg = err(&[("ftl.gc_step_pages", "0")]);
+        assert!(msg.contains("ftl.gc_step_pages"), "{msg}");
+        let msg = err(&[("controller.aging_ns", "0")]);
+        assert!(msg.contains("controller.aging_ns"), "{msg}");
+        // Suspend figures resolve to defaults when suspend is on, to zero when it is off.
+        let on = Config::from_toml("[cell]\nsuspend = true\n", "x", &[]).unwrap();
+        let d = on.derived();
+        assert_eq!(
+            (d.suspend_ns, d.resume_ns, d.max_suspends),
+            (20_000, 20_000, 5)
+        );
+        let d = Config::from_toml("", "x", &[]).unwrap().derived();
+        assert_eq!((d.suspend_ns, d.resume_ns, d.max_suspends), (0, 0, 0));
+    }
 
     #[test]
     fn defaults_validate_and_hash_is_layout_independent() {
@@ -782,6 +1189,99 @@ mod tests {
     }
 
     #[test]
+    fn energy_figures_are_finite_and_not_negative() {
+        let ov = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        for (key, value) in [
+            ("energy.read_nj", "nan"),
+            ("energy.read_nj", "-1"),
+            ("energy.idle_w", "inf"),
+            ("energy.transfer_pj_per_byte", "-0.5"),
+            ("ecc.rber_pe_scale", "0"),
+            ("ecc.retry_rber_factor", "2"),
+        ] {
+            let err = Config::from_toml("", "x", &ov(key, value)).unwrap_err();
+            assert!(
+                err.to_string().contains(&format!("key '{key}'")),
+                "{key}={value}: {err}"
+            );
+        }
+        Config::from_toml("", "x", &ov("energy.read_nj", "0")).unwrap();
+    }
+
+    #[test]
+    fn control_characters_in_overrides_are_refused() {
+        for (key, value) in [
+            ("geometry.channels", "2\nchannels = 4"),
+            ("name", "a\tb"),
+            ("geometry.channels", "2\r"),
+            ("geometry.chan\nnels", "2"),
+        ] {
+            let err = Config::from_toml("", "x", &[(key.into(), value.into())]).unwrap_err();
+            let msg = err.to_string();
+            assert!(matches!(err, ConfigError::Override { .. }), "{msg}");
+            // The message stays on one line and shows the character escaped.
+            assert!(
+                !msg.contains('\n') && msg.contains("control character"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn geometries_that_cannot_sustain_overwrites_are_refused_with_the_range() {
+        let slc = crate::presets::get("slc").unwrap();
+        let ov = |b: u32| vec![("geometry.pages_per_block".to_string(), b.to_string())];
+        // One page per block leaves 64 pages of headroom per plane (2.9 deviations of the drift):
+        // a plane filled within one pass of random overwrites (measured); two pages per block
+        // (4.1 deviations) ran 20 passes.
+        let err = Config::from_toml(slc, "preset slc", &ov(1)).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("key 'geometry.pages_per_block'") && msg.contains("in 2..=65535"),
+            "{msg}"
+        );
+        Config::from_toml(slc, "preset slc", &ov(2)).unwrap();
+        for (name, _) in crate::presets::list() {
+            let text = crate::presets::get(name).unwrap();
+            Config::from_toml(text, name, &[]).unwrap();
+        }
+    }
+
+    #[test]
+    fn memory_estimate_counts_the_flat_tables() {
+        let slc = crate::presets::get("slc").unwrap();
+        let c = Config::from_toml(slc, "preset slc", &[]).unwrap();
+        let d = c.derived();
+        let expected = 4 * d.logical_pages + 4 * d.physical_pages + 48 * d.blocks as u64;
+        assert_eq!(d.mapping_bytes, expected);
+        c.check_memory(&d, "preset slc", u64::MAX).unwrap();
+        let big = vec![(
+            "geometry.blocks_per_plane".to_string(),
+            "524288".to_string(),
+        )];
+        let c = Config::from_toml(slc, "preset slc", &big).unwrap();
+        let d = c.derived();
+        let err = c.check_memory(&d, "preset slc", 8 << 30).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("key 'geometry'") && msg.contains("524288 blocks") && msg.contains("MiB"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn time_series_is_off_unless_asked_for() {
+        let mut c = Config::from_toml("", "x", &[]).unwrap();
+        assert_eq!(c.stats.interval_ns, 0);
+        c.enable_time_series();
+        assert_eq!(c.stats.interval_ns, StatsConfig::DEFAULT_INTERVAL_NS);
+        let ov = vec![("stats.interval_ns".to_string(), "1000".to_string())];
+        let mut c = Config::from_toml("", "x", &ov).unwrap();
+        c.enable_time_series();
+        assert_eq!(c.stats.interval_ns, 1000);
+    }
+
+    #[test]
     fn read_formula_and_transfer() {
         let c = Config::from_toml("", "x", &[]).unwrap();
         let d = c.derived();
@@ -789,5 +1289,31 @@ mod tests {
         assert_eq!(d.melded_read_ns, 38_000 + 7 * 20_000);
         // 4 KiB at 800 MT/s on an 8-bit bus: 5.12 us (device-model.md).
         assert_eq!(d.page_transfer_ns, 5_120);
+    }
+
+    /// Every choice's `name()` is the spelling serde writes and the configuration accepts.
+    #[test]
+    fn choice_names_are_the_config_spellings() {
+        fn check<T>(all: &[T], name: fn(T) -> &'static str)
+        where
+            T: Copy + PartialEq + std::fmt::Debug + Serialize + serde::de::DeserializeOwned,
+        {
+            for &v in all {
+                let spelled = serde_json::to_value(v).unwrap();
+                assert_eq!(spelled, name(v), "{v:?}");
+                let back: T = serde_json::from_value(name(v).into()).unwrap();
+                assert_eq!(back, v);
+            }
+        }
+        check(CellKind::ALL, CellKind::name);
+        check(UnmappedRead::ALL, UnmappedRead::name);
+        check(EccCode::ALL, EccCode::name);
+        check(FtlKind::ALL, FtlKind::name);
+        check(GcPolicyKind::ALL, GcPolicyKind::name);
+        check(WearLevelingKind::ALL, WearLevelingKind::name);
+        // The case that motivated it, through a configuration override.
+        let c =
+            Config::from_toml("", "x", &[("ftl.gc_policy".into(), "cost_benefit".into())]).unwrap();
+        assert_eq!(c.ftl.gc_policy.name(), "cost_benefit");
     }
 }

@@ -13,11 +13,13 @@ pub mod config;
 pub mod ecc;
 pub mod ftl;
 pub mod gc;
+pub mod hint;
 pub mod host;
 pub mod nand;
 pub mod placement;
 pub mod presets;
 pub mod request;
+pub mod sched;
 pub mod stats;
 pub mod wear;
 

@@ -2,8 +2,8 @@
 //!
 //! A [`HostRequest`] is what a host layer (fio job, trace replay, a database coupling, an NBD
 //! client) hands to the device: an operation on a byte range, an optional arrival time and the
-//! optional cross-layer [`Hint`] of `shared/spec/hints.md`. Workload crates produce requests
-//! through [`RequestSource`]; the core never parses files.
+//! optional cross-layer [`Hint`] of `shared/spec/hints.md` (its vocabulary is [`crate::hint`]).
+//! Workload crates produce requests through [`RequestSource`]; the core never parses files.
 
 use serde::{Deserialize, Serialize};
 
@@ -31,9 +31,13 @@ impl Op {
 }
 
 /// Linux `F_SET_RW_HINT` write-life hints (`include/uapi/linux/fcntl.h`).
+///
+/// Serde spells the values as the hint vocabulary does ([`crate::hint`]): `not_set`, with the
+/// older `notset` still read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum WriteLife {
+    #[serde(alias = "notset")]
     NotSet = 0,
     None = 1,
     Short = 2,
@@ -77,7 +81,8 @@ pub enum Reliability {
 }
 
 /// Hints a host layer attaches to one request. Every field is optional; a device that ignores
-/// all of them behaves like the baseline.
+/// all of them behaves like the baseline. The names, aliases and value spellings every entry
+/// point accepts, the parser (`FromStr`) and the formatter (`Display`) are in [`crate::hint`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Hint {
     /// Linux write-life hint.

@@ -517,3 +517,229 @@ mod externally_clocked_submission {
         assert_eq!(row.duration_ns, d.latency_ns());
     }
 }
+
+mod scheduling {
+    use super::*;
+
+    /// One die, one plane, TLC 500/700/900 us programs; no host link, BCH decode 10.9 us.
+    fn one_die(extra: &[(&'static str, &'static str)]) -> Device {
+        let mut pairs = single_request_latency_pairs();
+        pairs.extend([("host.link_mbps", "0"), ("stats.request_log", "true")]);
+        pairs.extend_from_slice(extra);
+        device(&pairs, 1)
+    }
+
+    fn single_request_latency_pairs() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("geometry.channels", "1"),
+            ("geometry.chips_per_channel", "1"),
+            ("geometry.dies_per_chip", "1"),
+            ("geometry.planes_per_die", "1"),
+            ("geometry.blocks_per_plane", "128"),
+            ("geometry.pages_per_block", "192"),
+            ("geometry.page_size_bytes", "4096"),
+            ("cell.type", "tlc"),
+            ("cell.read_ns", "[58000, 78000, 107000]"),
+            ("cell.program_ns", "[500000, 700000, 900000]"),
+            ("cell.erase_ns", "3000000"),
+            ("channel.rate_mtps", "800"),
+            ("channel.command_overhead_ns", "300"),
+            ("ecc.code", "bch"),
+            ("ecc.codeword_bytes", "1024"),
+            ("ecc.correctable_bits", "12"),
+            ("ecc.encode_ns", "800"),
+        ]
+    }
+
+    fn at(op: Op, page: u64, t: u64) -> HostRequest {
+        let mut r = HostRequest::new(op, page * 4096, 4096);
+        r.arrival_ns = Some(t);
+        r
+    }
+
+    /// Durations of the run's requests by request number.
+    fn open_run(dev: &mut Device, requests: Vec<HostRequest>) -> Vec<u64> {
+        dev.run_to_end(RunSpec {
+            name: "job".into(),
+            source: Box::new(VecSource::new(requests)),
+            queue_depth: 8,
+            pacing: Loop::Open { time_scale: 1.0 },
+            runtime_ns: None,
+            ramp_ns: None,
+        })
+        .unwrap();
+        let mut rows: Vec<_> = dev.request_log().unwrap().to_vec();
+        rows.sort_by_key(|r| r.request);
+        rows.iter().map(|r| r.duration_ns).collect()
+    }
+
+    const XFER: u64 = 5_120 + 300;
+    const DECODE: u64 = 10_900;
+    const ENCODE: u64 = 800;
+
+    #[test]
+    fn a_read_mid_program_suspends_it_and_the_program_resumes_with_its_remaining_time() {
+        let suspend = 5_000;
+        let resume = 7_000;
+        let mut dev = one_die(&[
+            ("controller.scheduler", "priority"),
+            ("cell.suspend", "true"),
+            ("cell.suspend_ns", "5000"),
+            ("cell.resume_ns", "7000"),
+        ]);
+        // Page 0 (LSB) is written long before; page 1 (CSB, 700 us) is being programmed when
+        // the read of page 0 arrives.
+        let t_write = 1_000_000;
+        let t_read = 1_300_000;
+        let d = open_run(
+            &mut dev,
+            vec![
+                at(Op::Write, 0, 0),
+                at(Op::Write, 1, t_write),
+                at(Op::Read, 0, t_read),
+            ],
+        );
+        let program_start = t_write + ENCODE + XFER;
+        let program_end = program_start + 700_000;
+        let remaining = program_end - t_read;
+        assert_eq!(
+            d[2],
+            suspend + 58_000 + XFER + DECODE,
+            "read: suspend + tR + transfer"
+        );
+        let read_done_on_die = t_read + suspend + 58_000 + XFER;
+        assert_eq!(
+            t_write + d[1],
+            read_done_on_die + resume + remaining,
+            "the program resumes after the read with its remaining time"
+        );
+        assert_eq!(dev.flash_counters().suspensions, 1);
+        // Without suspend the read waits for the whole program.
+        let mut dev = one_die(&[("controller.scheduler", "priority")]);
+        let d = open_run(
+            &mut dev,
+            vec![
+                at(Op::Write, 0, 0),
+                at(Op::Write, 1, t_write),
+                at(Op::Read, 0, t_read),
+            ],
+        );
+        assert_eq!(d[2], program_end - t_read + 58_000 + XFER + DECODE);
+        assert_eq!(dev.flash_counters().suspensions, 0);
+    }
+
+    #[test]
+    fn the_suspension_cap_holds_and_priority_serves_reads_before_queued_programs() {
+        // Two reads during one program with max_suspends = 1: the second arrives while the
+        // resumed program runs and waits for its end.
+        let mut dev = one_die(&[
+            ("controller.scheduler", "priority"),
+            ("cell.suspend", "true"),
+            ("cell.suspend_ns", "5000"),
+            ("cell.resume_ns", "7000"),
+            ("cell.max_suspends", "1"),
+        ]);
+        let t_write = 1_000_000;
+        let d = open_run(
+            &mut dev,
+            vec![
+                at(Op::Write, 0, 0),
+                at(Op::Write, 1, t_write),
+                at(Op::Read, 0, 1_300_000),
+                at(Op::Read, 0, 1_500_000),
+            ],
+        );
+        let program_end = t_write + d[1];
+        assert_eq!(dev.flash_counters().suspensions, 1);
+        assert_eq!(d[3], program_end - 1_500_000 + 58_000 + XFER + DECODE);
+        // Priority: with two programs queued behind a busy die, a read arriving after them is
+        // served first; FCFS serves it last.
+        let burst = |sched: &'static str| {
+            let mut dev = one_die(&[("controller.scheduler", sched)]);
+            open_run(
+                &mut dev,
+                vec![
+                    at(Op::Write, 0, 0),
+                    at(Op::Write, 1, 1_000_000),
+                    at(Op::Write, 2, 1_000_001),
+                    at(Op::Write, 3, 1_000_002),
+                    at(Op::Read, 0, 1_000_003),
+                ],
+            )[4]
+        };
+        let (priority, fcfs) = (burst("priority"), burst("fcfs"));
+        assert!(
+            priority + 1_000_000 < fcfs,
+            "priority read {priority} ns, fcfs read {fcfs} ns"
+        );
+    }
+}
+
+mod sustained_overwrites {
+    use super::*;
+
+    /// The smallest over-provisioning (in steps of 0.001) that validation accepts for this many
+    /// pages per block on an 8-plane SLC device of 64 blocks per plane.
+    fn smallest_accepted(pages_per_block: u32) -> (Vec<(String, String)>, f64) {
+        let ppb = pages_per_block.to_string();
+        for step in 1..=3000u32 {
+            let op = step as f64 / 1000.0;
+            let op_text = op.to_string();
+            let pairs = overrides(&[
+                ("cell.type", "slc"),
+                ("geometry.channels", "2"),
+                ("geometry.chips_per_channel", "2"),
+                ("geometry.dies_per_chip", "1"),
+                ("geometry.planes_per_die", "2"),
+                ("geometry.blocks_per_plane", "64"),
+                ("geometry.pages_per_block", &ppb),
+                ("geometry.over_provisioning", &op_text),
+            ]);
+            if ssdlab_core::Config::from_toml("", "test", &pairs).is_ok() {
+                return (pairs, op);
+            }
+        }
+        panic!("no over-provisioning up to 3 is accepted for {pages_per_block} pages per block");
+    }
+
+    #[test]
+    fn the_smallest_accepted_geometry_sustains_random_overwrites() {
+        // Validation's spare-space rule is meant to be sufficient: on the tightest geometry it
+        // accepts, a fill and ten passes of uniformly random overwrites never run out of space,
+        // whatever the block size.
+        for pages_per_block in [1u32, 2, 3, 4, 8, 16] {
+            let (pairs, op) = smallest_accepted(pages_per_block);
+            // A little less spare space is refused: the rule is tight, not just loose.
+            let tighter = format!("{}", op - 0.001);
+            let mut refused = pairs.clone();
+            refused.last_mut().unwrap().1 = tighter;
+            assert!(ssdlab_core::Config::from_toml("", "test", &refused).is_err());
+            let mut dev = Device::from_toml("", "test", &pairs, 7, false).unwrap();
+            let logical = dev.derived().logical_pages;
+            let fill = (0..logical)
+                .map(|lpa| HostRequest::new(Op::Write, lpa * 4096, 4096))
+                .collect();
+            closed_run(&mut dev, fill, 8);
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(pages_per_block as u64);
+            let overwrites = (0..10 * logical)
+                .map(|_| HostRequest::new(Op::Write, rng.gen_range(0..logical) * 4096, 4096))
+                .collect();
+            let job = dev.run_to_end(RunSpec {
+                name: "overwrite".into(),
+                source: Box::new(VecSource::new(overwrites)),
+                queue_depth: 8,
+                pacing: Loop::Closed,
+                runtime_ns: None,
+                ramp_ns: None,
+            });
+            let job = job.unwrap_or_else(|e| {
+                panic!("{pages_per_block} pages per block, over-provisioning {op}: {e}")
+            });
+            assert_eq!(
+                job["write"]["total_ios"].as_u64(),
+                Some(10 * logical),
+                "{pages_per_block} pages per block"
+            );
+        }
+    }
+}

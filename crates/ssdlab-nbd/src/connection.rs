@@ -180,12 +180,12 @@ impl Activity {
         }
     }
 
-    fn touch(&self) {
+    pub(crate) fn touch(&self) {
         let ns = self.epoch.elapsed().as_nanos() as u64;
         self.last_ns.store(ns, AtomicOrdering::Relaxed);
     }
 
-    fn set_busy(&self, busy: bool) {
+    pub(crate) fn set_busy(&self, busy: bool) {
         self.busy.store(busy, AtomicOrdering::Relaxed);
     }
 

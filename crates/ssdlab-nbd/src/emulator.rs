@@ -2,9 +2,12 @@
 //!
 //! One mutex guards the device, the per-direction statistics and the request log, so that a
 //! request's simulation, its accounting and its log row happen in one critical section and the
-//! log's request numbers are in issue order. A request holds it for a few hundred nanoseconds.
+//! log's request numbers are in issue order. A request holds it for a few hundred nanoseconds
+//! (plus, with `--image`, the `pwrite` that mirrors a write into the image file, so that the file
+//! sees writes in the device's order; a FLUSH's `fdatasync` happens after the lock is released).
 
 use crate::clock::Clock;
+use crate::image::Image;
 use ssdlab_core::stats::{JobStats, LatencyStats};
 use ssdlab_core::{Completion, Device, DeviceError, HostRequest, Op};
 use std::fs::File;
@@ -108,6 +111,8 @@ pub struct Emulator {
     /// can make the server allocate, observable without reading the process's RSS.
     pub buffered_bytes: AtomicU64,
     pub peak_buffered_bytes: AtomicU64,
+    /// The persistent image that mirrors the export's contents (`--image`).
+    pub image: Option<Image>,
 }
 
 /// A request's outcome as the connection needs it.
@@ -160,7 +165,14 @@ impl Emulator {
             started: Instant::now(),
             buffered_bytes: AtomicU64::new(0),
             peak_buffered_bytes: AtomicU64::new(0),
+            image: None,
         }
+    }
+
+    /// Mirror every accepted write and trim into `image`, and make it durable on FLUSH.
+    pub fn with_image(mut self, image: Image) -> Self {
+        self.image = Some(image);
+        self
     }
 
     /// A connection's buffered bytes went from `before` to `after`.
@@ -193,13 +205,24 @@ impl Emulator {
     ) -> Served {
         let mut guard = self.lock();
         let state = &mut *guard;
-        match state.device.submit_at(issue, req, data, out) {
+        let served = match state.device.submit_at(issue, req, data, out) {
             Ok(completion) => {
-                let error = if completion.uncorrectable {
+                let mut error = if completion.uncorrectable {
                     crate::protocol::EIO
                 } else {
                     0
                 };
+                if let Some(image) = &self.image {
+                    let mirrored = match (req.op, data) {
+                        (Op::Write, Some(bytes)) => image.write(req.offset, bytes),
+                        (Op::Trim, _) => image.trim(req.offset, req.length),
+                        _ => Ok(()),
+                    };
+                    // The client must learn that its data will not survive a restart.
+                    if mirrored.is_err() {
+                        error = crate::protocol::EIO;
+                    }
+                }
                 state.account(req, &completion, error != 0);
                 Served { completion, error }
             }
@@ -211,6 +234,7 @@ impl Emulator {
                     issue_ns: now,
                     complete_ns: now,
                     uncorrectable: false,
+                    queue_ns: 0,
                 };
                 let error = match err {
                     DeviceError::OutOfRange { .. } => crate::protocol::EINVAL,
@@ -218,6 +242,16 @@ impl Emulator {
                 };
                 Served { completion, error }
             }
+        };
+        drop(guard);
+        match &self.image {
+            Some(image) if req.op == Op::Flush && served.error == 0 && image.sync().is_err() => {
+                Served {
+                    error: crate::protocol::EIO,
+                    ..served
+                }
+            }
+            _ => served,
         }
     }
 }

@@ -1,9 +1,17 @@
 //! Fixed newstyle negotiation: the greeting, then options until the client picks the export
 //! (`NBD_OPT_GO` or `NBD_OPT_EXPORT_NAME`) or leaves (`NBD_OPT_ABORT`, end of stream).
-//! Structured replies, TLS and metadata contexts are refused with `NBD_REP_ERR_UNSUP`; every
-//! client seen (libnbd's tools, qemu, fio's engine, the kernel) falls back to simple replies.
+//! Structured replies and metadata contexts are refused with `NBD_REP_ERR_UNSUP`; every client
+//! seen (libnbd's tools, qemu, fio's engine, the kernel) falls back to simple replies.
+//!
+//! `NBD_OPT_STARTTLS` follows `proto.md`: without TLS configured it is unsupported; otherwise
+//! the server ACKs it, runs the TLS handshake on the same socket and negotiation goes on inside
+//! TLS (no second greeting). With `--tls=require` (the protocol's FORCEDTLS) every option but
+//! STARTTLS and ABORT gets `NBD_REP_ERR_TLS_REQD` until then, and `NBD_OPT_EXPORT_NAME`, which
+//! cannot be answered with an error, closes the connection.
 
 use crate::protocol::*;
+use crate::tls::{Stream, TlsConfig, TlsMode};
+use crate::transport::Transport;
 use std::io::{self, Read, Write};
 use thiserror::Error;
 
@@ -55,14 +63,71 @@ pub enum HandshakeError {
     Protocol(#[from] ProtocolError),
     #[error("more than {0} options without choosing an export")]
     TooManyOptions(u32),
+    #[error("{0}")]
+    Tls(io::Error),
+}
+
+/// A stream that can switch to TLS in the middle of negotiation.
+pub trait StartTls: Read + Write {
+    fn is_tls(&self) -> bool;
+    fn start_tls(&mut self, tls: &TlsConfig) -> io::Result<()>;
+}
+
+impl<S: Transport> StartTls for Stream<S> {
+    fn is_tls(&self) -> bool {
+        Stream::is_tls(self)
+    }
+
+    fn start_tls(&mut self, tls: &TlsConfig) -> io::Result<()> {
+        Stream::start_tls(self, tls)
+    }
+}
+
+/// A plain stream for [`negotiate`]: with no TLS configured, STARTTLS is never accepted.
+struct PlainOnly<'a, S>(&'a mut S);
+
+impl<S: Read> Read for PlainOnly<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl<S: Write> Write for PlainOnly<'_, S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<S: Read + Write> StartTls for PlainOnly<'_, S> {
+    fn is_tls(&self) -> bool {
+        false
+    }
+
+    fn start_tls(&mut self, _tls: &TlsConfig) -> io::Result<()> {
+        Err(io::Error::other("TLS is not configured"))
+    }
 }
 
 /// Options a client may send before it must choose an export.
 const MAX_OPTIONS: u32 = 1024;
 
+/// Negotiate on a plain stream, TLS off.
 pub fn negotiate<S: Read + Write>(
     io: &mut S,
     export: &ExportInfo,
+) -> Result<Negotiated, HandshakeError> {
+    negotiate_tls(&mut PlainOnly(io), export, None)
+}
+
+/// Negotiate, offering STARTTLS when `tls` is given (and insisting on it per its mode).
+pub fn negotiate_tls<S: StartTls>(
+    io: &mut S,
+    export: &ExportInfo,
+    tls: Option<&TlsConfig>,
 ) -> Result<Negotiated, HandshakeError> {
     io.write_all(&greeting())?;
     io.flush()?;
@@ -83,7 +148,26 @@ pub fn negotiate<S: Read + Write>(
         }
         let mut data = vec![0u8; length as usize];
         io.read_exact(&mut data)?;
+        let tls_required = tls.is_some_and(|t| t.mode == TlsMode::Require) && !io.is_tls();
         match option {
+            OPT_STARTTLS => {
+                let reply = match tls {
+                    None => REP_ERR_UNSUP,
+                    Some(_) if length != 0 || io.is_tls() => REP_ERR_INVALID,
+                    Some(config) => {
+                        io.write_all(&option_reply(option, REP_ACK, &[]))?;
+                        io.flush()?;
+                        io.start_tls(config).map_err(HandshakeError::Tls)?;
+                        continue;
+                    }
+                };
+                io.write_all(&option_reply(option, reply, &[]))?;
+                io.flush()?;
+            }
+            OPT_EXPORT_NAME if tls_required => {
+                // No error reply exists for this option; the protocol says disconnect.
+                return Ok(Negotiated::Closed);
+            }
             OPT_EXPORT_NAME => {
                 let Ok(name) = std::str::from_utf8(&data) else {
                     return Ok(Negotiated::Closed);
@@ -109,6 +193,12 @@ pub fn negotiate<S: Read + Write>(
                 let _ = io.write_all(&option_reply(option, REP_ACK, &[]));
                 let _ = io.flush();
                 return Ok(Negotiated::Closed);
+            }
+            _ if tls_required => {
+                // Unknown options too: the protocol lets a FORCEDTLS server answer any option
+                // but STARTTLS and ABORT with TLS_REQD, which reveals nothing before TLS.
+                io.write_all(&option_reply(option, REP_ERR_TLS_REQD, &[]))?;
+                io.flush()?;
             }
             OPT_LIST => {
                 if length != 0 {
@@ -167,7 +257,7 @@ pub fn negotiate<S: Read + Write>(
                 }
             }
             _ => {
-                // STARTTLS, STRUCTURED_REPLY, metadata contexts and unknown options.
+                // STRUCTURED_REPLY, metadata contexts and unknown options.
                 io.write_all(&option_reply(option, REP_ERR_UNSUP, &[]))?;
                 io.flush()?;
             }

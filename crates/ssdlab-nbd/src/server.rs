@@ -8,12 +8,18 @@
 //! transmission cap a newly negotiated connection evicts the one that has been quiet longest;
 //! and a watchdog closes handshakes that take too long, connections stalled on their client
 //! (a partial request, replies left unread) and, when asked, idle ones. See [`Limits`].
+//! TLS (`tls`) is offered to every connection when configured; a TCP address off the loopback
+//! interface is refused unless TLS is required or `insecure` is set, because anyone who reaches
+//! a plain export can read and overwrite it. With an image (`image`) the device is rebuilt from
+//! it at bind time and the image is synced at shutdown.
 
 use crate::clock::{self, Clock};
 use crate::connection::{Activity, ConnectionLimits, Session, MIN_BUFFERED_BYTES};
 use crate::emulator::{Emulator, EmulatorCounters};
-use crate::handshake::{negotiate, ExportInfo, Negotiated};
+use crate::handshake::{negotiate_tls, ExportInfo, Negotiated};
+use crate::image::{Image, ImageError};
 use crate::protocol::MAX_PAYLOAD;
+use crate::tls::{Stream, TlsConfig, TlsError, TlsMode, TlsOptions};
 use crate::transport::Transport;
 use serde_json::{json, Value};
 use ssdlab_core::stats::{job_json, RequestLogRow};
@@ -53,6 +59,12 @@ pub struct ServerOptions {
     /// Real-time clock: send replies this much before their modelled completion to make up
     /// for the time they take to reach the client; `None` measures it at start.
     pub compensation_ns: Option<u64>,
+    /// TLS credentials and policy (`--tls`, `--tls-cert`, `--tls-key`, `--tls-psk`).
+    pub tls: TlsOptions,
+    /// Allow plain text (or optional TLS) on a TCP address other than loopback.
+    pub insecure: bool,
+    /// Persistent image of the export's contents (`--image`).
+    pub image: Option<PathBuf>,
     /// Caps and timeouts that bound what clients can make the server hold.
     pub limits: Limits,
 }
@@ -145,6 +157,9 @@ impl ServerOptions {
             miss_threshold_ns: 10_000,
             compensation_ns: None,
             limits: Limits::default(),
+            tls: TlsOptions::default(),
+            insecure: false,
+            image: None,
         }
     }
 }
@@ -167,6 +182,12 @@ pub enum ServeError {
     Log(io::Error),
     #[error("{0}")]
     Limit(String),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("refusing to serve {0} without TLS: it is not a loopback address, so anyone who can reach it could read and overwrite the export; give --tls-cert/--tls-key or --tls-psk (with --tls=require), or --insecure to serve it anyway")]
+    Insecure(SocketAddr),
+    #[error(transparent)]
+    Image(#[from] ImageError),
 }
 
 enum Listener {
@@ -206,6 +227,7 @@ pub struct Server {
     export: Arc<ExportInfo>,
     stop: Arc<AtomicBool>,
     uri: String,
+    tls: Option<Arc<TlsConfig>>,
     limits: Limits,
     warnings: Warnings,
 }
@@ -299,7 +321,7 @@ impl Closures {
 
 impl Server {
     /// Bind the endpoint and prepare the export of `device` (which must store data).
-    pub fn bind(device: Device, options: &ServerOptions) -> Result<Server, ServeError> {
+    pub fn bind(mut device: Device, options: &ServerOptions) -> Result<Server, ServeError> {
         options.limits.validate()?;
         let clock: Box<dyn Clock> = clock::by_name(&options.clock, options.compensation_ns)
             .ok_or_else(|| ServeError::UnknownClock(options.clock.clone()))?;
@@ -308,6 +330,13 @@ impl Server {
         }
         if options.export_name.len() > 4096 {
             return Err(ServeError::ExportName(options.export_name.clone()));
+        }
+        let tls = TlsConfig::load(&options.tls)?;
+        if let Endpoint::Tcp(addr) = &options.endpoint {
+            let tls_required = tls.as_ref().is_some_and(|t| t.mode == TlsMode::Require);
+            if !addr.ip().is_loopback() && !tls_required && !options.insecure {
+                return Err(ServeError::Insecure(*addr));
+            }
         }
         let page = device.page_size();
         let export = ExportInfo {
@@ -345,6 +374,12 @@ impl Server {
                 }
             }
         };
+        // Last of the checks, as it may take a while: rebuild the device from the image.
+        let image = match &options.image {
+            Some(path) => Some(Image::open(path, &mut device, options.read_only)?),
+            None => None,
+        };
+        let scheme = if tls.is_some() { "nbds" } else { "nbd" };
         let (listener, uri) = match &options.endpoint {
             Endpoint::Unix(path) => {
                 remove_stale_socket(path)?;
@@ -352,7 +387,7 @@ impl Server {
                     path: path.display().to_string(),
                     source,
                 })?;
-                let uri = format!("nbd+unix:///{}?socket={}", export.name, path.display());
+                let uri = format!("{scheme}+unix:///{}?socket={}", export.name, path.display());
                 (Listener::Unix(l, path.clone()), uri)
             }
             Endpoint::Tcp(addr) => {
@@ -364,10 +399,16 @@ impl Server {
                     path: addr.to_string(),
                     source,
                 })?;
-                (Listener::Tcp(l), format!("nbd://{local}/{}", export.name))
+                (
+                    Listener::Tcp(l),
+                    format!("{scheme}://{local}/{}", export.name),
+                )
             }
         };
-        let emulator = Emulator::new(device, clock, log, options.miss_threshold_ns);
+        let mut emulator = Emulator::new(device, clock, log, options.miss_threshold_ns);
+        if let Some(image) = image {
+            emulator = emulator.with_image(image);
+        }
         {
             let mut state = emulator.lock();
             state.log_error_reported = log_error.is_some();
@@ -381,10 +422,12 @@ impl Server {
             uri,
             limits: options.limits,
             warnings,
+            tls: tls.map(Arc::new),
         })
     }
 
-    /// The export's NBD URI (`nbd+unix:///NAME?socket=PATH` or `nbd://HOST:PORT/NAME`).
+    /// The export's NBD URI (`nbd+unix:///NAME?socket=PATH` or `nbd://HOST:PORT/NAME`;
+    /// `nbds` instead of `nbd` with TLS).
     pub fn uri(&self) -> &str {
         &self.uri
     }
@@ -484,6 +527,7 @@ impl Server {
             }
             let emu = self.emulator.clone();
             let export = self.export.clone();
+            let tls = self.tls.clone();
             let peers_for_thread = peers.clone();
             let closures_for_thread = closures.clone();
             let limits = self.limits;
@@ -492,7 +536,8 @@ impl Server {
                 .spawn(move || {
                     let entered =
                         || enter_transmission(&peers_for_thread, id, &limits, &closures_for_thread);
-                    let counters = conn.serve(&emu, &export, &limits, activity, entered);
+                    let counters =
+                        conn.serve(&emu, &export, tls.as_deref(), &limits, activity, entered);
                     emu.counters
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -524,6 +569,13 @@ impl Server {
         }
         if let Listener::Unix(_, path) = &self.listener {
             let _ = std::fs::remove_file(path);
+        }
+        if let Some(image) = &self.emulator.image {
+            // A clean shutdown leaves the image durable, whether or not clients flushed.
+            image.sync().map_err(|source| ServeError::Io {
+                path: image.path().display().to_string(),
+                source,
+            })?;
         }
         Ok(self.summary(&closures))
     }
@@ -587,7 +639,14 @@ impl Server {
             .clone();
         let sim_ns = state.device.now_ns();
         let job = job_json(&state.job, json!({ "sim_time_ns": sim_ns }));
-        let mut emulator = emulator_json(emu, &counters, sim_ns, state.job.flushes, &self.export);
+        let mut emulator = emulator_json(
+            emu,
+            &counters,
+            sim_ns,
+            state.job.flushes,
+            &self.export,
+            self.tls.as_deref(),
+        );
         emulator["limits"] = limits_json(&self.limits);
         emulator["closed_by_server"] = closures.json();
         emulator["stats_log_error"] = match &state.log_error {
@@ -667,6 +726,7 @@ fn emulator_json(
     sim_ns: u64,
     flushes: u64,
     export: &ExportInfo,
+    tls: Option<&TlsConfig>,
 ) -> Value {
     let timing = |s: &ssdlab_core::stats::LatencyStats| {
         json!({
@@ -704,6 +764,15 @@ fn emulator_json(
         "backpressure_waits": c.backpressure_waits,
         "peak_connection_buffered_bytes": c.peak_buffered_bytes,
         "peak_buffered_bytes": emu.peak_buffered_bytes.load(Ordering::Relaxed),
+        "tls": {
+            "mode": tls.map_or("off", |t| t.mode.name()),
+            "credentials": tls.map(|t| t.credentials),
+        },
+        "image": emu.image.as_ref().map(|i| json!({
+            "path": i.path().display().to_string(),
+            "loaded_bytes": i.loaded_bytes,
+            "syncs": i.syncs(),
+        })),
     })
 }
 
@@ -714,13 +783,15 @@ enum Connection {
 }
 
 impl Connection {
-    /// Negotiate within the handshake timeout (the watchdog bounds the whole; each read has
-    /// twice that as a backstop),
-    /// call `entered` on entering transmission, then serve with `limits`.
+    /// Negotiate (offering TLS when configured) within the handshake timeout, call `entered`
+    /// on entering transmission, then serve with `limits`. The watchdog bounds the whole
+    /// handshake, a TLS handshake included, by closing the socket underneath; each read has
+    /// twice the timeout as a backstop.
     fn serve(
         self,
         emu: &Emulator,
         export: &ExportInfo,
+        tls: Option<&TlsConfig>,
         limits: &Limits,
         activity: Arc<Activity>,
         entered: impl FnOnce(),
@@ -729,14 +800,14 @@ impl Connection {
         match self {
             Connection::Unix(s) => {
                 let _ = s.set_read_timeout(timeout);
-                serve_stream_with(s, emu, export, limits.connection, activity, |s| {
+                serve_stream_tls_with(s, emu, export, tls, limits.connection, activity, |s| {
                     let _ = s.set_read_timeout(None);
                     entered();
                 })
             }
             Connection::Tcp(s) => {
                 let _ = s.set_read_timeout(timeout);
-                serve_stream_with(s, emu, export, limits.connection, activity, |s| {
+                serve_stream_tls_with(s, emu, export, tls, limits.connection, activity, |s| {
                     let _ = s.set_read_timeout(None);
                     entered();
                 })
@@ -753,27 +824,56 @@ pub fn serve_stream<T: Transport>(
     export: &ExportInfo,
     after_handshake: impl FnOnce(&mut T),
 ) -> EmulatorCounters {
-    let activity = Arc::new(Activity::new());
-    serve_stream_with(
-        io,
-        emu,
-        export,
-        ConnectionLimits::default(),
-        activity,
-        after_handshake,
-    )
+    serve_stream_tls(io, emu, export, None, after_handshake)
 }
 
-/// [`serve_stream`] with per-connection limits, reporting to `activity`.
+/// [`serve_stream`] with per-connection limits, reporting to `activity` (no TLS).
 pub fn serve_stream_with<T: Transport>(
-    mut io: T,
+    io: T,
     emu: &Emulator,
     export: &ExportInfo,
     limits: ConnectionLimits,
     activity: Arc<Activity>,
     after_handshake: impl FnOnce(&mut T),
 ) -> EmulatorCounters {
-    let negotiated = negotiate(&mut io, export);
+    serve_stream_tls_with(io, emu, export, None, limits, activity, after_handshake)
+}
+
+/// [`serve_stream`] offering TLS: the connection may switch to TLS during negotiation, and the
+/// transmission phase then runs inside it (with the default limits). `after_handshake` gets
+/// the socket underneath.
+pub fn serve_stream_tls<T: Transport>(
+    io: T,
+    emu: &Emulator,
+    export: &ExportInfo,
+    tls: Option<&TlsConfig>,
+    after_handshake: impl FnOnce(&mut T),
+) -> EmulatorCounters {
+    let activity = Arc::new(Activity::new());
+    serve_stream_tls_with(
+        io,
+        emu,
+        export,
+        tls,
+        ConnectionLimits::default(),
+        activity,
+        after_handshake,
+    )
+}
+
+/// The general form: TLS offered when `tls` is given, the transmission phase (inside TLS when
+/// the client upgraded) served with `limits`, reporting to `activity`.
+pub fn serve_stream_tls_with<T: Transport>(
+    io: T,
+    emu: &Emulator,
+    export: &ExportInfo,
+    tls: Option<&TlsConfig>,
+    limits: ConnectionLimits,
+    activity: Arc<Activity>,
+    after_handshake: impl FnOnce(&mut T),
+) -> EmulatorCounters {
+    let mut io = Stream::Plain(io);
+    let negotiated = negotiate_tls(&mut io, export, tls);
     let strict = match negotiated {
         Ok(Negotiated::Transmission { block_sizes_agreed }) => block_sizes_agreed,
         Ok(Negotiated::Closed) => return EmulatorCounters::for_connection(),
@@ -784,13 +884,24 @@ pub fn serve_stream_with<T: Transport>(
             }
         }
     };
-    after_handshake(&mut io);
-    let mut session = Session::new(io, emu, export, strict)
+    if let Some(socket) = io.socket_mut() {
+        after_handshake(socket);
+    }
+    let mut session = Session::new(&mut io, emu, export, strict)
         .with_limits(limits)
-        .with_activity(activity);
+        .with_activity(activity.clone());
     // Errors here are the client's socket failing; the device state is intact either way.
     let _ = session.run();
-    session.counters
+    let counters = std::mem::take(&mut session.counters);
+    drop(session);
+    if io.is_tls() {
+        // TLS's close_notify is a write, which blocks on a client that reads nothing: it
+        // counts as waiting on the client, so that the stall timeout bounds it.
+        activity.touch();
+        activity.set_busy(true);
+    }
+    io.close();
+    counters
 }
 
 fn poll_fd(fd: i32, timeout: Duration) -> bool {

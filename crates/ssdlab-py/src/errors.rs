@@ -4,6 +4,7 @@
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::PyErr;
+use ssdlab_core::hint::HintError;
 use ssdlab_core::DeviceError as CoreDeviceError;
 use ssdlab_workload::WorkloadError as CoreWorkloadError;
 
@@ -56,7 +57,18 @@ pub fn device_error(e: CoreDeviceError) -> PyErr {
     }
 }
 
+/// A request the glue refuses before the core sees it, in the core's own terms.
+pub fn device_message(message: String) -> PyErr {
+    DeviceError::new_err(message)
+}
+
 /// Bad arguments from Python that the core never sees (an unknown op name, a bad hint value).
 pub fn value_error(message: String) -> PyErr {
     pyo3::exceptions::PyValueError::new_err(message)
+}
+
+/// A hint the core's vocabulary refuses: a `ValueError`, like any other bad argument, with the
+/// core's message so that Python and the trace parser say the same thing.
+pub fn hint_error(e: HintError) -> PyErr {
+    value_error(e.to_string())
 }

@@ -3,14 +3,18 @@
 //! orchestration in the Python package.
 
 mod errors;
+mod memory;
 mod request_log;
 mod server;
 
-use errors::{config_error, device_error, value_error, workload_error};
+use errors::{config_error, device_error, device_message, hint_error, value_error, workload_error};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
-use ssdlab_core::request::{Reliability, SeaClass, WriteLife};
-use ssdlab_core::{Device, Hint, HostRequest, Loop, Op, PreconditionOptions, RunSpec, VecSource};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
+use ssdlab_core::hint::{HintBuilder, HintField, HintOut, HintValue, HINT_FIELDS};
+use ssdlab_core::{
+    Config, Device, DeviceError, Hint, HostRequest, Loop, Op, PreconditionOptions, RunSpec,
+    VecSource,
+};
 use ssdlab_workload::{read_job_file, TraceFormat, TraceOptions};
 use std::path::Path;
 use std::sync::Mutex;
@@ -29,130 +33,182 @@ fn parse_op(op: &str) -> PyResult<Op> {
     })
 }
 
+/// A Python dict of hint fields as the core's [`HintBuilder`] takes it: the core parses every
+/// name (canonical or alias) and value, so Python accepts what a trace's hint column does and
+/// gets the same messages. `None` values mean "not set".
 fn parse_hint(hint: Option<&Bound<'_, PyDict>>) -> PyResult<Hint> {
-    let mut out = Hint::default();
+    let mut builder = HintBuilder::new();
     let Some(dict) = hint else {
-        return Ok(out);
+        return Ok(builder.finish());
     };
     for (key, value) in dict.iter() {
-        let key: String = key.extract()?;
+        let key: String = key
+            .extract()
+            .map_err(|_| value_error(format!("hint field names are strings, got {key}")))?;
         if value.is_none() {
             continue;
         }
-        let bad = |expected: &str| value_error(format!("hint field '{key}': expected {expected}"));
-        match key.as_str() {
-            "write_life" => {
-                let s: String = value.extract().map_err(|_| bad("a string"))?;
-                out.write_life = Some(match s.as_str() {
-                    "not_set" => WriteLife::NotSet,
-                    "none" => WriteLife::None,
-                    "short" => WriteLife::Short,
-                    "medium" => WriteLife::Medium,
-                    "long" => WriteLife::Long,
-                    "extreme" => WriteLife::Extreme,
-                    _ => return Err(bad("one of not_set, none, short, medium, long, extreme")),
-                });
-            }
-            "stream" => {
-                out.stream = Some(value.extract().map_err(|_| bad("an integer in 0..65535"))?)
-            }
-            "placement_id" => {
-                out.placement_id = Some(value.extract().map_err(|_| bad("an integer in 0..65535"))?)
-            }
-            "read_group" => {
-                out.read_group = Some(value.extract().map_err(|_| bad("a non-negative integer"))?)
-            }
-            "flush_read" => out.flush_read = value.extract().map_err(|_| bad("a boolean"))?,
-            "sea_class" => {
-                let s: String = value.extract().map_err(|_| bad("'dyn' or 'stat'"))?;
-                out.sea_class = Some(match s.as_str() {
-                    "dyn" => SeaClass::Dyn,
-                    "stat" => SeaClass::Stat,
-                    _ => return Err(bad("'dyn' or 'stat'")),
-                });
-            }
-            "reliability" => {
-                let s: String = value.extract().map_err(|_| bad("'dirty' or 'clean'"))?;
-                out.reliability = Some(match s.as_str() {
-                    "dirty" => Reliability::Dirty,
-                    "clean" => Reliability::Clean,
-                    _ => return Err(bad("'dirty' or 'clean'")),
-                });
-            }
-            _ => return Err(value_error(format!("unknown hint field '{key}'"))),
+        // bool before int: Python's bool is an int subclass, and True is not stream 1.
+        let text: std::borrow::Cow<'_, str>;
+        let value = if let Ok(b) = value.downcast::<PyBool>() {
+            HintValue::Bool(b.is_true())
+        } else if let Ok(n) = value.extract::<i128>() {
+            HintValue::Int(n)
+        } else if let Ok(s) = value.downcast::<PyString>() {
+            text = s.to_cow()?;
+            HintValue::Text(&text)
+        } else {
+            // Anything else (a float, a list) fails the field's parser with its own message,
+            // quoting the value as Python shows it.
+            text = value.repr()?.to_cow()?.into_owned().into();
+            HintValue::Text(&text)
+        };
+        builder.set(&key, value).map_err(hint_error)?;
+    }
+    Ok(builder.finish())
+}
+
+/// A hint as a dict of canonical names and values (set fields only).
+fn hint_dict<'py>(py: Python<'py>, hint: &Hint) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    for (name, value) in hint.items() {
+        match value {
+            HintOut::Name(v) => out.set_item(name, v)?,
+            HintOut::Int(v) => out.set_item(name, v)?,
+            HintOut::Flag => out.set_item(name, true)?,
         }
     }
     Ok(out)
 }
 
+/// The hint vocabulary: (name, aliases, values, expected, doc) per field, in the core's order.
+#[pyfunction]
+fn hint_fields() -> Vec<HintFieldRow> {
+    HINT_FIELDS
+        .iter()
+        .map(|s| {
+            let list = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+            (
+                s.name.to_string(),
+                list(s.aliases),
+                list(s.values),
+                s.expected.to_string(),
+                s.doc.to_string(),
+            )
+        })
+        .collect()
+}
+
+type HintFieldRow = (String, Vec<String>, Vec<String>, String, String);
+
+/// Validate a dict of hint fields (any names the core accepts) and return it with canonical
+/// names and values, set fields only.
+#[pyfunction]
+fn normalize_hint<'py>(
+    py: Python<'py>,
+    fields: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyDict>> {
+    hint_dict(py, &parse_hint(Some(fields))?)
+}
+
+/// Parse the text form (`life=short;fdp=2`) into a dict of canonical names and values.
+#[pyfunction]
+fn parse_hint_text<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyDict>> {
+    hint_dict(py, &text.parse().map_err(hint_error)?)
+}
+
+/// The text form of a dict of hint fields, with canonical names and values.
+#[pyfunction]
+fn format_hint(fields: &Bound<'_, PyDict>) -> PyResult<String> {
+    Ok(parse_hint(Some(fields))?.to_string())
+}
+
 /// A simulated SSD.
 #[pyclass(name = "Device", module = "ssdlab._core")]
 struct PyDevice {
-    // The core is Send but not Sync; the mutex makes the class shareable, and `&mut self`
-    // methods reach the device through `get_mut` without locking.
+    // The core is Send but not Sync. Every method takes the lock with the GIL released, so
+    // threads sharing a device take turns: a call from a second thread during a long `step`
+    // waits for that step (at most one chunk of the run) instead of failing with PyO3's
+    // "already borrowed", and the thread holding the lock never waits for the GIL.
     inner: Mutex<Device>,
 }
 
 impl PyDevice {
-    fn dev(&mut self) -> &mut Device {
-        self.inner
-            .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-    fn read(&self) -> std::sync::MutexGuard<'_, Device> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// Run `f` on the device under its lock, without the GIL.
+    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Device) -> R + Send) -> R {
+        py.allow_threads(|| {
+            // A panic in the core while the lock was held poisons it; the device is then
+            // still the one the panic left, which the caller may inspect or drop.
+            let mut device = self
+                .inner
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            f(&mut device)
+        })
     }
 }
 
 #[pymethods]
 impl PyDevice {
     #[new]
-    #[pyo3(signature = (toml_text, source_name, overrides, seed, store_data))]
+    #[pyo3(signature = (toml_text, source_name, overrides, seed, store_data, time_series=false))]
     fn new(
+        py: Python<'_>,
         toml_text: &str,
         source_name: &str,
         overrides: Vec<(String, String)>,
         seed: u64,
         store_data: bool,
+        time_series: bool,
     ) -> PyResult<Self> {
-        let inner = Device::from_toml(toml_text, source_name, &overrides, seed, store_data)
-            .map_err(device_error)?;
+        let mut config =
+            Config::from_toml(toml_text, source_name, &overrides).map_err(config_error)?;
+        if time_series {
+            config.enable_time_series();
+        }
+        // Check the tables against the machine's memory before allocating them: an allocation
+        // failure aborts the interpreter, an error here does not.
+        let derived = config.derived();
+        if let Some(available) = memory::available_bytes() {
+            config
+                .check_memory(&derived, source_name, available)
+                .map_err(config_error)?;
+        }
+        let inner = py.allow_threads(|| Device::new(config, seed, store_data));
         Ok(PyDevice {
             inner: Mutex::new(inner),
         })
     }
 
     #[getter]
-    fn now(&self) -> u64 {
-        self.read().now_ns()
+    fn now(&self, py: Python<'_>) -> u64 {
+        self.with(py, |d| d.now_ns())
     }
     #[getter]
-    fn logical_bytes(&self) -> u64 {
-        self.read().logical_bytes()
+    fn logical_bytes(&self, py: Python<'_>) -> u64 {
+        self.with(py, |d| d.logical_bytes())
     }
     #[getter]
-    fn page_size(&self) -> u32 {
-        self.read().page_size()
+    fn page_size(&self, py: Python<'_>) -> u32 {
+        self.with(py, |d| d.page_size())
     }
     #[getter]
-    fn config_hash(&self) -> String {
-        self.read().config_hash().to_string()
+    fn config_hash(&self, py: Python<'_>) -> String {
+        self.with(py, |d| d.config_hash().to_string())
     }
     #[getter]
-    fn config_json(&self) -> String {
-        self.read().config().canonical_json()
+    fn config_json(&self, py: Python<'_>) -> String {
+        self.with(py, |d| d.config().canonical_json())
     }
     #[getter]
-    fn seed(&self) -> u64 {
-        self.read().seed()
+    fn seed(&self, py: Python<'_>) -> u64 {
+        self.with(py, |d| d.seed())
     }
 
     /// Run one request to completion at the current simulated time.
     #[pyo3(signature = (op, offset, length, data=None, hint=None))]
     fn submit<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         op: &str,
         offset: u64,
@@ -168,11 +224,40 @@ impl PyDevice {
             length,
             hint: parse_hint(hint)?,
         };
-        let mut out =
-            (op == Op::Read && self.dev().stores_data()).then(|| vec![0u8; length as usize]);
+        let (capacity, stores_data) = self.with(py, |d| (d.logical_bytes(), d.stores_data()));
+        // The read buffer is sized by the request: check the range first (as the core would),
+        // so that a huge length is an error rather than an allocation that aborts.
+        if op != Op::Flush && offset.checked_add(length).is_none_or(|end| end > capacity) {
+            return Err(device_error(DeviceError::OutOfRange {
+                offset,
+                length,
+                capacity,
+            }));
+        }
+        let mut out = None;
+        if op == Op::Read && stores_data {
+            // A reservation larger than memory can succeed (overcommit) and the zero fill then
+            // gets the process killed: compare large reads with what is available first.
+            const LARGE_READ_BYTES: u64 = 64 << 20;
+            if length > LARGE_READ_BYTES {
+                if let Some(available) = memory::available_bytes().filter(|&a| length > a / 2) {
+                    return Err(device_message(format!(
+                        "read of {length} bytes: more than half the {available} bytes of memory \
+                         available (read less at a time)"
+                    )));
+                }
+            }
+            let mut buffer = Vec::new();
+            buffer.try_reserve_exact(length as usize).map_err(|_| {
+                device_message(format!(
+                    "read of {length} bytes: not enough memory for the data (read less at a time)"
+                ))
+            })?;
+            buffer.resize(length as usize, 0u8);
+            out = Some(buffer);
+        }
         let completion = self
-            .dev()
-            .submit(&request, data, out.as_deref_mut())
+            .with(py, |d| d.submit(&request, data, out.as_deref_mut()))
             .map_err(device_error)?;
         let result = PyDict::new(py);
         result.set_item("latency_ns", completion.latency_ns())?;
@@ -189,7 +274,7 @@ impl PyDevice {
     /// Sequential fill, then random overwrites until GC is steady; statistics are reset.
     #[pyo3(signature = (random_overwrite_passes=2.0))]
     fn precondition<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         random_overwrite_passes: f64,
     ) -> PyResult<Bound<'py, PyDict>> {
@@ -202,9 +287,8 @@ impl PyDevice {
             max_random_passes: random_overwrite_passes,
             ..Default::default()
         };
-        let inner = self.dev();
-        let report = py
-            .allow_threads(|| inner.precondition(options))
+        let report = self
+            .with(py, |d| d.precondition(options))
             .map_err(device_error)?;
         let result = PyDict::new(py);
         result.set_item("pages_written", report.pages_written)?;
@@ -214,7 +298,7 @@ impl PyDevice {
     }
 
     /// Start job `job_index` of a fio job file.
-    fn start_job(&mut self, job_path: &str, job_index: usize) -> PyResult<()> {
+    fn start_job(&self, py: Python<'_>, job_path: &str, job_index: usize) -> PyResult<()> {
         let file = read_job_file(Path::new(job_path)).map_err(workload_error)?;
         let Some(job) = file.jobs.get(job_index) else {
             return Err(value_error(format!(
@@ -222,23 +306,23 @@ impl PyDevice {
                 file.jobs.len()
             )));
         };
-        let (device_bytes, seed) = (self.dev().logical_bytes(), self.dev().seed());
+        let (device_bytes, seed) = self.with(py, |d| (d.logical_bytes(), d.seed()));
         let source = job.source(device_bytes, seed).map_err(workload_error)?;
-        self.dev()
-            .start_run(RunSpec {
-                name: job.name.clone(),
-                source,
-                queue_depth: job.iodepth,
-                pacing: Loop::Closed,
-                runtime_ns: job.runtime_ns,
-                ramp_ns: job.ramp_time_ns,
-            })
-            .map_err(device_error)
+        let spec = RunSpec {
+            name: job.name.clone(),
+            source,
+            queue_depth: job.iodepth,
+            pacing: Loop::Closed,
+            runtime_ns: job.runtime_ns,
+            ramp_ns: job.ramp_time_ns,
+        };
+        self.with(py, |d| d.start_run(spec)).map_err(device_error)
     }
 
     /// Start replaying a trace: open loop at its timestamps (scaled), or closed loop.
     fn start_trace(
-        &mut self,
+        &self,
+        py: Python<'_>,
         path: &str,
         fmt: &str,
         time_scale: f64,
@@ -251,27 +335,30 @@ impl PyDevice {
         let name = Path::new(path)
             .file_name()
             .map_or(path.to_string(), |n| n.to_string_lossy().into_owned());
-        self.dev()
-            .start_run(RunSpec {
-                name,
-                source,
-                queue_depth,
-                pacing: if closed_loop {
-                    Loop::Closed
-                } else {
-                    Loop::Open { time_scale }
-                },
-                runtime_ns: None,
-                ramp_ns: None,
-            })
-            .map_err(device_error)
+        let spec = RunSpec {
+            name,
+            source,
+            queue_depth,
+            pacing: if closed_loop {
+                Loop::Closed
+            } else {
+                Loop::Open { time_scale }
+            },
+            runtime_ns: None,
+            ramp_ns: None,
+        };
+        self.with(py, |d| d.start_run(spec)).map_err(device_error)
     }
 
     /// Start a closed-loop run over requests given as columns (ops: 0 read, 1 write, 2 trim;
     /// placement: -1 for none, else an FDP placement id).
     #[pyo3(signature = (ops, offsets, lengths, placement, queue_depth, name))]
+    // The arguments are the Python signature's (plus the GIL token): an options struct would
+    // only move them into a dict on the Python side.
+    #[allow(clippy::too_many_arguments)]
     fn start_arrays(
-        &mut self,
+        &self,
+        py: Python<'_>,
         ops: Vec<u8>,
         offsets: Vec<u64>,
         lengths: Vec<u64>,
@@ -302,11 +389,11 @@ impl PyDevice {
             };
             let mut hint = Hint::default();
             if let Some(p) = &placement {
+                // -1 marks "no placement id"; anything else is checked by the vocabulary.
                 if p[i] >= 0 {
-                    hint.placement_id =
-                        Some(u16::try_from(p[i]).map_err(|_| {
-                            value_error(format!("placement[{i}]: expected 0..65535"))
-                        })?);
+                    HintField::PlacementId
+                        .set(&mut hint, HintValue::Int(p[i].into()))
+                        .map_err(|e| value_error(format!("placement[{i}]: {e}")))?;
                 }
             }
             requests.push(HostRequest {
@@ -317,53 +404,72 @@ impl PyDevice {
                 hint,
             });
         }
-        self.dev()
-            .start_run(RunSpec {
-                name: name.to_string(),
-                source: Box::new(VecSource::new(requests)),
-                queue_depth,
-                pacing: Loop::Closed,
-                runtime_ns: None,
-                ramp_ns: None,
-            })
-            .map_err(device_error)
+        let spec = RunSpec {
+            name: name.to_string(),
+            source: Box::new(VecSource::new(requests)),
+            queue_depth,
+            pacing: Loop::Closed,
+            runtime_ns: None,
+            ramp_ns: None,
+        };
+        self.with(py, |d| d.start_run(spec)).map_err(device_error)
     }
 
     /// Advance the run by at most `max_requests` completions, without the GIL.
     /// Returns (done, completed so far in this run, total requests if known).
-    fn step(&mut self, py: Python<'_>, max_requests: u64) -> PyResult<(bool, u64, Option<u64>)> {
-        let inner = self.dev();
-        let progress = py
-            .allow_threads(|| inner.step(max_requests))
+    fn step(&self, py: Python<'_>, max_requests: u64) -> PyResult<(bool, u64, Option<u64>)> {
+        let progress = self
+            .with(py, |d| d.step(max_requests))
             .map_err(device_error)?;
         Ok((progress.done, progress.completed, progress.total))
     }
 
     /// End the run; JSON text of its job object in fio's layout.
-    fn finish_job(&mut self) -> PyResult<String> {
-        let job = self.dev().finish_run().map_err(device_error)?;
+    fn finish_job(&self, py: Python<'_>) -> PyResult<String> {
+        let job = self.with(py, |d| d.finish_run()).map_err(device_error)?;
         Ok(job.to_string())
     }
 
     /// JSON text of the cumulative `ssd` object.
-    fn ssd_stats(&self) -> String {
-        self.read().ssd_json().to_string()
+    fn ssd_stats(&self, py: Python<'_>) -> String {
+        self.with(py, |d| d.ssd_json().to_string())
     }
 
     /// JSON text of the per-interval time series.
-    fn time_series(&mut self) -> String {
-        serde_json::to_string(self.dev().time_series_rows()).unwrap_or_else(|_| "[]".into())
+    fn time_series(&self, py: Python<'_>) -> String {
+        self.with(py, |d| {
+            serde_json::to_string(d.time_series_rows()).unwrap_or_else(|_| "[]".into())
+        })
     }
 
-    /// The per-request log as CSV (empty unless `stats.request_log = true`).
-    fn request_log_csv(&self) -> String {
-        let mut out = String::from(ssdlab_core::stats::RequestLogRow::CSV_HEADER);
-        out.push('\n');
-        for row in self.read().request_log().unwrap_or(&[]) {
-            out.push_str(&row.csv_line());
+    /// The per-request log held by the device as CSV with its header (empty unless
+    /// `stats.request_log = true`; rows already drained are not in it).
+    fn request_log_csv(&self, py: Python<'_>) -> String {
+        self.with(py, |d| {
+            let mut out = String::from(ssdlab_core::stats::RequestLogRow::CSV_HEADER);
             out.push('\n');
-        }
-        out
+            for row in d.request_log().unwrap_or(&[]) {
+                out.push_str(&row.csv_line());
+                out.push('\n');
+            }
+            out
+        })
+    }
+
+    /// The CSV header line of the per-request log, with its newline.
+    #[staticmethod]
+    fn request_log_header() -> String {
+        format!("{}\n", ssdlab_core::stats::RequestLogRow::CSV_HEADER)
+    }
+
+    /// The request-log rows since the last drain as CSV lines without a header; the device
+    /// keeps none of them, so a log streamed to a file this way costs constant memory.
+    fn drain_request_log_csv(&self, py: Python<'_>) -> String {
+        self.with(py, |d| {
+            let mut out = String::new();
+            d.drain_request_log_csv(&mut out);
+            out
+        })
     }
 }
 
@@ -404,6 +510,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(job_names, m)?)?;
+    m.add_function(wrap_pyfunction!(hint_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(normalize_hint, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_hint_text, m)?)?;
+    m.add_function(wrap_pyfunction!(format_hint, m)?)?;
     m.add_function(wrap_pyfunction!(request_log::summarize_request_log, m)?)?;
     Ok(())
 }

@@ -9,8 +9,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ssdlab_core::Device;
 use ssdlab_nbd::connection::ConnectionLimits;
+use ssdlab_nbd::image::ImageError;
 use ssdlab_nbd::server::{Limits, Warnings};
-use ssdlab_nbd::{Endpoint, ServeError, Server, ServerOptions, ShutdownHandle};
+use ssdlab_nbd::{
+    Endpoint, ServeError, Server, ServerOptions, ShutdownHandle, TlsMode, TlsOptions,
+};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -36,11 +39,22 @@ pub struct PyServer {
 }
 
 fn serve_error(e: ServeError) -> PyErr {
+    let message = e.to_string();
     match e {
-        ServeError::Limit(_) | ServeError::UnknownClock(_) | ServeError::ExportName(_) => {
-            ConfigError::new_err(e.to_string())
-        }
-        _ => SsdlabError::new_err(e.to_string()),
+        // A limit out of range, credentials, a plain export off loopback and an image that
+        // does not fit are what the user asked for, like a bad configuration value
+        // (`ssdlab serve` exits 2 for them).
+        ServeError::Limit(_)
+        | ServeError::UnknownClock(_)
+        | ServeError::ExportName(_)
+        | ServeError::Tls(_)
+        | ServeError::Insecure(_)
+        | ServeError::Image(
+            ImageError::SizeMismatch { .. }
+            | ImageError::NotAFile { .. }
+            | ImageError::MissingReadOnly { .. },
+        ) => ConfigError::new_err(message),
+        _ => SsdlabError::new_err(message),
     }
 }
 
@@ -121,7 +135,9 @@ impl PyServer {
                         export_name="ssdlab", miss_threshold_ns=10_000,
                         compensation_ns=None, max_connections=None, max_handshakes=None,
                         handshake_timeout_s=None, idle_timeout_s=None, stall_timeout_s=None,
-                        max_requests_in_flight=None, max_buffered_bytes=None))]
+                        max_requests_in_flight=None, max_buffered_bytes=None, tls=None,
+                        tls_cert=None, tls_key=None, tls_psk=None, insecure=false,
+                        image=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -145,6 +161,12 @@ impl PyServer {
         stall_timeout_s: Option<f64>,
         max_requests_in_flight: Option<usize>,
         max_buffered_bytes: Option<usize>,
+        tls: Option<&str>,
+        tls_cert: Option<PathBuf>,
+        tls_key: Option<PathBuf>,
+        tls_psk: Option<PathBuf>,
+        insecure: bool,
+        image: Option<PathBuf>,
     ) -> PyResult<Self> {
         let limits = LimitArgs {
             max_connections,
@@ -156,6 +178,12 @@ impl PyServer {
             max_buffered_bytes,
         }
         .limits()?;
+        let tls_mode = match tls {
+            None => None,
+            Some(name) => Some(TlsMode::parse(name).ok_or_else(|| {
+                value_error(format!("tls: expected off, on or require, got {name:?}"))
+            })?),
+        };
         let endpoint = match (socket, port) {
             (Some(path), None) => Endpoint::Unix(path),
             (None, Some(port)) => Endpoint::Tcp(py.allow_threads(|| resolve(host, port))?),
@@ -171,6 +199,14 @@ impl PyServer {
         options.miss_threshold_ns = miss_threshold_ns;
         options.compensation_ns = compensation_ns;
         options.limits = limits;
+        options.tls = TlsOptions {
+            mode: tls_mode,
+            cert: tls_cert,
+            key: tls_key,
+            psk: tls_psk,
+        };
+        options.insecure = insecure;
+        options.image = image;
         let server = py
             .allow_threads(|| Server::bind(device, &options))
             .map_err(serve_error)?;

@@ -2,14 +2,14 @@
 //!
 //! An FTL owns the mapping and the block life cycle and decides; it never computes time. For each
 //! host page it returns where the data goes and pushes the flash commands its own bookkeeping
-//! needs (GC moves and erases, and for cached-mapping FTLs translation-page traffic) into a
+//! needs (GC moves and erases) into a
 //! [`FlashOp`] list that the device then times on the hardware and applies to stored data.
 //! The page-mapping FTL is the one built; DFTL, a hybrid FTL and the host-managed (NoFTL) mode
 //! are meant to implement the same trait.
 
 mod page_map;
 
-pub use page_map::PageMapFtl;
+pub use page_map::{PageMapFtl, GC_RESERVE_BLOCKS};
 
 use crate::config::{Config, FtlKind};
 use crate::nand::Geometry;
@@ -28,21 +28,13 @@ pub enum FtlError {
 pub enum Purpose {
     Host,
     Gc,
-    /// Translation-page traffic of a cached-mapping FTL.
-    Mapping,
 }
 
-/// A flash command the FTL needs beyond the host page's own read or program.
+/// A flash command the FTL needs beyond the host page's own read or program. (A cached-mapping
+/// FTL will add translation-page reads and programs here, with the device honouring their
+/// completion before the data access that depends on them.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlashOp {
-    Read {
-        ppa: u32,
-        purpose: Purpose,
-    },
-    Program {
-        ppa: u32,
-        purpose: Purpose,
-    },
     /// GC relocation of a valid page (copyback inside the die, or through the controller).
     Move {
         src: u32,
@@ -60,6 +52,8 @@ pub struct PageWrite {
     pub lpa: u64,
     /// Placement handle (write frontier) resolved from the request's hints.
     pub handle: u32,
+    /// Plane chosen by the device's allocation policy.
+    pub plane: u32,
     /// Simulated time of the write (block age for cost-benefit GC).
     pub now_ns: u64,
     /// Bytes of this page the host actually wrote (less than a page for sub-page writes).
@@ -106,15 +100,22 @@ pub trait Ftl: Send {
     fn prefetch_dependent(&self, _lpa: u64) {}
     /// Deallocate `lpa`; GC will never copy it.
     fn trim(&mut self, lpa: u64, ops: &mut Vec<FlashOp>);
-    /// Does `plane` want background GC?
+    /// Does `plane` want background GC (below its watermark, or a victim half collected)?
     fn wants_background_gc(&self, plane: u32) -> bool;
-    /// Reclaim one victim in `plane` (background GC); false if there was nothing to do.
+    /// One background GC step in `plane`: at most `max_moves` page moves, and the erase of the
+    /// victim if the step empties it. False if there was nothing to do.
     fn background_gc(
         &mut self,
         plane: u32,
         now_ns: u64,
+        max_moves: u32,
         ops: &mut Vec<FlashOp>,
     ) -> Result<bool, FtlError>;
+    /// Free blocks of `plane` now.
+    fn free_blocks(&self, plane: u32) -> usize;
+    /// Fewest free blocks any plane has kept after a host write opened a block, since the
+    /// counters were reset (never below the GC reserve).
+    fn min_free_blocks(&self) -> usize;
     fn counters(&self) -> FtlCounters;
     fn handle_counters(&self) -> &[HandleCounters];
     fn reset_counters(&mut self);

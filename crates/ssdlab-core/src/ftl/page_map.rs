@@ -2,10 +2,18 @@
 //!
 //! Writes go to write frontiers, one per (plane, placement handle) for host data and one more per
 //! (plane, handle) for GC relocations, so data of different lifetimes never share an erase block
-//! (FDP's persistently isolated handles). A frontier's pages are striped over planes in CWDP order.
-//! When a plane's free blocks fall to `gc_fg_free_blocks`, foreground GC reclaims victims chosen
-//! by the configured [`VictimPolicy`] until it is above the watermark; background GC does the
-//! same in idle time below `gc_bg_free_blocks`. Free blocks are allocated by the wear-levelling
+//! (FDP's persistently isolated handles). The device chooses the plane of each host page (its
+//! allocation policy); the FTL fills that plane's frontier.
+//!
+//! GC is incremental and resumable (Lee et al., "Preemptible I/O scheduling of garbage
+//! collection for SSDs", IEEE TCAD 2013): each plane has at most one victim in collection, and a
+//! *step* moves at most a given number of its valid pages; the step that empties the victim
+//! erases it. At or below `gc_fg_free_blocks` free blocks, every host page written to the plane
+//! first runs a foreground step of `gc_step_pages` × (shortage + 1) moves, so host writes are
+//! slowed in proportion to the shortage rather than stalled behind a whole victim. The device
+//! runs background steps in idle time below `gc_bg_free_blocks`. One free block per plane is a
+//! hard reserve for the GC frontier: a host frontier never takes it, and a plane reaching it
+//! collects whole victims until it has more. Free blocks are allocated by the wear-levelling
 //! [`FreeBlockPool`]. State is kept in flat arrays (4 bytes per logical page, 4 per physical page
 //! plus a few dozen per block) so that a 1 TiB device fits in about 2 GB.
 
@@ -22,6 +30,18 @@ use crate::wear::{free_pool, FreeBlockPool};
 const HOST: usize = 0;
 const GC: usize = 1;
 
+/// Free blocks per plane that only the GC frontier may take: collection can always make
+/// progress, because one victim at a time per plane needs at most one new GC block.
+pub const GC_RESERVE_BLOCKS: usize = 1;
+
+/// A victim in collection.
+#[derive(Debug, Clone, Copy)]
+struct GcJob {
+    victim: u32,
+    /// Page offset in the victim from which valid pages are still to be moved.
+    next_offset: u32,
+}
+
 pub struct PageMapFtl {
     geo: Geometry,
     l2p: Vec<u32>,
@@ -36,13 +56,17 @@ pub struct PageMapFtl {
     /// Open block per (plane, handle, kind).
     open: Vec<u32>,
     pools: Vec<Box<dyn FreeBlockPool>>,
-    /// Next stripe position per handle.
-    cursor: Vec<u32>,
+    /// The victim being collected in each plane and the next page offset to look at.
+    gc_jobs: Vec<Option<GcJob>>,
     handles: u32,
     next_seq: u64,
     victim: Box<dyn VictimPolicy>,
     fg_free_blocks: usize,
     bg_free_blocks: usize,
+    step_pages: u32,
+    /// Fewest free blocks any plane has kept after a host frontier took one (the hard reserve
+    /// must hold: only the GC frontier may go below it).
+    min_free_blocks: usize,
     counters: FtlCounters,
     handle_counters: Vec<HandleCounters>,
     /// (source page, lpa) of the victim being collected; reused to avoid allocation.
@@ -74,12 +98,14 @@ impl PageMapFtl {
             block_handle: vec![0; blocks],
             open: vec![NONE; geo.planes as usize * handles as usize * 2],
             pools,
-            cursor: vec![0; handles as usize],
+            gc_jobs: vec![None; geo.planes as usize],
             handles,
             next_seq: 0,
             victim: victim_policy(config.ftl.gc_policy),
             fg_free_blocks: config.ftl.gc_fg_free_blocks as usize,
             bg_free_blocks: config.ftl.gc_bg_free_blocks as usize,
+            step_pages: config.ftl.gc_step_pages,
+            min_free_blocks: usize::MAX,
             counters: FtlCounters::default(),
             handle_counters: vec![HandleCounters::default(); handles as usize],
             victim_pages: Vec::with_capacity(geo.pages_per_block as usize),
@@ -91,8 +117,8 @@ impl PageMapFtl {
         (plane as usize * self.handles as usize + handle as usize) * 2 + kind
     }
 
-    /// Next page of the (plane, handle, kind) frontier, opening a block when needed. Host
-    /// frontiers run foreground GC first when the plane is at its watermark.
+    /// Next page of the (plane, handle, kind) frontier, opening a block when needed. A host
+    /// frontier never takes the GC reserve: a plane at it collects whole victims first.
     fn allocate(
         &mut self,
         plane: u32,
@@ -109,11 +135,27 @@ impl PageMapFtl {
                 self.open[slot] = NONE;
             }
             if kind == HOST {
-                self.foreground_gc(plane, now_ns, ops)?;
+                let mut rounds = 0;
+                while self.pools[plane as usize].len() <= GC_RESERVE_BLOCKS {
+                    if !self.gc_step(plane, self.geo.pages_per_block, now_ns, ops)? {
+                        return Err(FtlError::NoSpace { plane });
+                    }
+                    rounds += 1;
+                    // A victim with invalid pages frees net space; FIFO may pick a fully valid
+                    // one that frees nothing, so the bound turns a plane that stops gaining
+                    // space into an error, not a spin.
+                    if rounds > 2 * self.geo.blocks_per_plane {
+                        return Err(FtlError::NoSpace { plane });
+                    }
+                }
             }
             block = self.pools[plane as usize]
                 .pop()
                 .ok_or(FtlError::NoSpace { plane })?;
+            if kind == HOST {
+                let free = self.pools[plane as usize].len();
+                self.min_free_blocks = self.min_free_blocks.min(free);
+            }
             let b = block as usize;
             debug_assert_eq!(self.state[b], BlockState::Free);
             debug_assert_eq!(self.valid_pages[b], 0);
@@ -142,67 +184,73 @@ impl PageMapFtl {
         self.valid_pages[block] -= 1;
     }
 
+    /// Foreground GC before a host page goes to `plane`: at or below the watermark, a step
+    /// whose size grows with the shortage (smooth back-pressure on host writes).
     fn foreground_gc(
         &mut self,
         plane: u32,
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
     ) -> Result<(), FtlError> {
-        // A victim with invalid pages frees net space; FIFO may pick a fully valid one that frees
-        // nothing, so the bound turns a plane that stops gaining space into an error, not a spin.
-        let mut rounds = 0;
-        while self.pools[plane as usize].len() <= self.fg_free_blocks {
-            if !self.collect(plane, now_ns, ops)? {
-                break;
-            }
-            rounds += 1;
-            if rounds > self.geo.blocks_per_plane {
-                return Err(FtlError::NoSpace { plane });
-            }
+        let free = self.pools[plane as usize].len();
+        if free <= self.fg_free_blocks {
+            let shortage = (self.fg_free_blocks - free) as u32 + 1;
+            self.gc_step(plane, self.step_pages * shortage, now_ns, ops)?;
         }
         Ok(())
     }
 
-    /// Reclaim one victim of `plane`: move its valid pages, erase it, free it.
-    fn collect(
+    /// One step of GC in `plane`: choose a victim if none is in collection, move at most
+    /// `max_moves` of its valid pages, and erase it once it holds none. False when the plane
+    /// has no full block to collect.
+    fn gc_step(
         &mut self,
         plane: u32,
+        max_moves: u32,
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
     ) -> Result<bool, FtlError> {
-        let range = self.geo.plane_blocks(plane);
-        let base = range.start;
-        let view = PlaneView {
-            valid_pages: &self.valid_pages[range.clone()],
-            state: &self.state[range.clone()],
-            closed_seq: &self.closed_seq[range.clone()],
-            last_write_ns: &self.last_write_ns[range.clone()],
-            erase_count: &self.erase_count[range],
-            pages_per_block: self.geo.pages_per_block,
-            now_ns,
+        let job = match self.gc_jobs[plane as usize] {
+            Some(job) => job,
+            None => {
+                let range = self.geo.plane_blocks(plane);
+                let base = range.start;
+                let view = PlaneView {
+                    valid_pages: &self.valid_pages[range.clone()],
+                    state: &self.state[range.clone()],
+                    closed_seq: &self.closed_seq[range.clone()],
+                    last_write_ns: &self.last_write_ns[range.clone()],
+                    erase_count: &self.erase_count[range],
+                    pages_per_block: self.geo.pages_per_block,
+                    now_ns,
+                };
+                let Some(index) = self.victim.select(&view) else {
+                    return Ok(false);
+                };
+                let victim = (base + index) as u32;
+                // Out of the candidates while it is collected: never chosen twice.
+                self.state[victim as usize] = BlockState::Victim;
+                GcJob {
+                    victim,
+                    next_offset: 0,
+                }
+            }
         };
-        let Some(index) = self.victim.select(&view) else {
-            return Ok(false);
-        };
-        let victim = (base + index) as u32;
+        let victim = job.victim;
         let v = victim as usize;
-        // A fully valid victim frees nothing now (FIFO may pick one legitimately); the caller's
-        // bounded loop turns a plane that never gains space into `NoSpace`.
         let handle = self.block_handle[v] as u32;
         let first = self.geo.first_page(victim);
-        // Gather the valid pages first, then update their random L2P entries with prefetches a
-        // fixed distance ahead: misses overlap each other and the work in between, without
-        // flooding the cache's miss buffers with a whole block's worth at once.
+        // Gather this step's valid pages first, then update their random L2P entries with
+        // prefetches a fixed distance ahead: misses overlap each other and the work in between.
         let mut pages = std::mem::take(&mut self.victim_pages);
         pages.clear();
-        let mut remaining = self.valid_pages[v];
-        let mut offset = 0;
-        while remaining > 0 {
+        let mut offset = job.next_offset;
+        let wanted = self.valid_pages[v].min(max_moves) as usize;
+        while pages.len() < wanted {
             let src = first + offset;
             offset += 1;
             let lpa = self.p2l[src as usize];
             if lpa != NONE {
-                remaining -= 1;
                 pages.push((src, lpa));
             }
         }
@@ -234,7 +282,15 @@ impl PageMapFtl {
                 self.geo.page_size_bytes as u64;
         }
         self.victim_pages = pages;
+        self.gc_jobs[plane as usize] = Some(GcJob {
+            victim,
+            next_offset: offset,
+        });
         result?;
+        if self.valid_pages[v] > 0 {
+            return Ok(true);
+        }
+        self.gc_jobs[plane as usize] = None;
         ops.push(FlashOp::Erase {
             block: victim,
             purpose: Purpose::Gc,
@@ -267,17 +323,12 @@ impl Ftl for PageMapFtl {
         let PageWrite {
             lpa,
             handle,
+            plane,
             now_ns,
             host_bytes,
         } = page;
         let h = handle as usize;
-        let position = self.cursor[h];
-        self.cursor[h] = if position + 1 == self.geo.planes {
-            0
-        } else {
-            position + 1
-        };
-        let plane = self.geo.stripe_order[position as usize];
+        self.foreground_gc(plane, now_ns, ops)?;
         let ppa = self.allocate(plane, handle, HOST, now_ns, ops)?;
         // Read the old mapping only now: foreground GC above may have moved it.
         let old = self.l2p[lpa as usize];
@@ -326,22 +377,33 @@ impl Ftl for PageMapFtl {
     #[inline]
     fn wants_background_gc(&self, plane: u32) -> bool {
         self.pools[plane as usize].len() < self.bg_free_blocks
+            || self.gc_jobs[plane as usize].is_some()
     }
 
     fn background_gc(
         &mut self,
         plane: u32,
         now_ns: u64,
+        max_moves: u32,
         ops: &mut Vec<FlashOp>,
     ) -> Result<bool, FtlError> {
         if !self.wants_background_gc(plane) {
             return Ok(false);
         }
-        let done = self.collect(plane, now_ns, ops)?;
-        if done {
+        let erases = self.counters.erases;
+        let done = self.gc_step(plane, max_moves, now_ns, ops)?;
+        if self.counters.erases > erases {
             self.counters.gc_background_invocations += 1;
         }
         Ok(done)
+    }
+
+    fn free_blocks(&self, plane: u32) -> usize {
+        self.pools[plane as usize].len()
+    }
+
+    fn min_free_blocks(&self) -> usize {
+        self.min_free_blocks
     }
 
     fn counters(&self) -> FtlCounters {
@@ -354,6 +416,7 @@ impl Ftl for PageMapFtl {
 
     fn reset_counters(&mut self) {
         self.counters = FtlCounters::default();
+        self.min_free_blocks = usize::MAX;
         self.handle_counters
             .iter_mut()
             .for_each(|c| *c = HandleCounters::default());
@@ -394,10 +457,17 @@ impl Ftl for PageMapFtl {
         }
         for plane in 0..self.geo.planes {
             let range = self.geo.plane_blocks(plane);
-            let free = self.state[range]
+            let free = self.state[range.clone()]
                 .iter()
                 .filter(|&&s| s == BlockState::Free)
                 .count();
+            let victims = self.state[range]
+                .iter()
+                .filter(|&&s| s == BlockState::Victim)
+                .count();
+            if victims != self.gc_jobs[plane as usize].is_some() as usize {
+                return Err(format!("plane {plane}: {victims} blocks in collection"));
+            }
             if free != self.pools[plane as usize].len() {
                 return Err(format!(
                     "plane {plane}: {free} free blocks but {} in the pool",
@@ -417,7 +487,7 @@ mod tests {
 
     fn small() -> (Config, Geometry, u64) {
         let cfg = Config::from_toml(
-            "[geometry]\nchannels=2\nchips_per_channel=1\ndies_per_chip=1\nplanes_per_die=2\nblocks_per_plane=32\npages_per_block=16\nover_provisioning=0.3\n[cell]\ntype=\"slc\"\n[placement]\nhandles=2\n",
+            "[geometry]\nchannels=2\nchips_per_channel=1\ndies_per_chip=1\nplanes_per_die=2\nblocks_per_plane=32\npages_per_block=16\nover_provisioning=0.35\n[cell]\ntype=\"slc\"\n[placement]\nhandles=2\n",
             "t",
             &[],
         )
@@ -448,6 +518,7 @@ mod tests {
                             PageWrite {
                                 lpa,
                                 handle,
+                                plane: geo.stripe_order[(step % geo.planes as u64) as usize],
                                 now_ns: step,
                                 host_bytes: 4096,
                             },
@@ -494,6 +565,7 @@ mod tests {
                 PageWrite {
                     lpa,
                     handle,
+                    plane: geo.stripe_order[(i % geo.planes as u64) as usize],
                     now_ns: i,
                     host_bytes: 4096,
                 },

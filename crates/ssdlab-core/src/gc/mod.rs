@@ -21,6 +21,8 @@ pub enum BlockState {
     Open = 1,
     /// Every page programmed: a GC candidate.
     Full = 2,
+    /// Chosen as a GC victim, its valid pages being moved a step at a time.
+    Victim = 3,
 }
 
 /// The blocks of one plane, as the FTL sees them (slices indexed by block-in-plane).

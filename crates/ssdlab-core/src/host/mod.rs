@@ -10,9 +10,14 @@
 //! this happens at issue time (resources are reserved first come, first served), so the event
 //! loop of [`run`] only has to order completions.
 
+mod engine;
+mod link;
+mod logs;
 pub mod run;
 
 pub use run::{Loop, Progress, RunSpec};
+
+use link::LinkCalendar;
 
 use crate::config::{Config, ConfigError, Derived, UnmappedRead};
 use crate::ecc;
@@ -20,6 +25,7 @@ use crate::ftl::{build_ftl, FlashOp, Ftl, FtlError, PageWrite, Purpose};
 use crate::nand::store::PageStore;
 use crate::nand::timing::Timeline;
 use crate::nand::Geometry;
+use crate::placement::allocation::{plane_allocator, PlaneAllocator};
 use crate::placement::{PlacementError, PlacementTable};
 use crate::request::{HostRequest, Op, SourceError};
 use crate::stats::{FlashCounters, RequestLogRow, TimeSeries};
@@ -68,6 +74,8 @@ pub struct Completion {
     pub complete_ns: u64,
     /// A page of a read could not be decoded (EIO to the host).
     pub uncorrectable: bool,
+    /// The longest wait of one of its flash operations for its die.
+    pub queue_ns: u64,
 }
 
 impl Completion {
@@ -114,6 +122,9 @@ struct PageTxn {
 /// Flash work done for the request being processed (per-request log).
 #[derive(Debug, Clone, Copy, Default)]
 struct RequestWork {
+    /// Longest wait of one of its operations for its die (reservation path).
+    queue_ns: u64,
+    oob_reads: u32,
     reads: u32,
     programs: u32,
     erases: u32,
@@ -130,6 +141,7 @@ pub struct Device {
     ftl: Box<dyn Ftl>,
     placement: PlacementTable,
     timeline: Timeline,
+    allocator: Box<dyn PlaneAllocator>,
     store: Option<PageStore>,
     flash: FlashCounters,
     series: TimeSeries,
@@ -137,7 +149,10 @@ pub struct Device {
     requests_seen: u64,
     rng: Xoshiro256PlusPlus,
     now_ns: u64,
-    link_free_ns: u64,
+    /// Host-to-device direction of the link (write data), in issue order.
+    link_in_free_ns: u64,
+    /// Device-to-host direction (read data), shared by the order data becomes ready.
+    link_out: LinkCalendar,
     cpu_free_ns: u64,
     buffer_ends: BinaryHeap<Reverse<u64>>,
     buffer_last_end_ns: u64,
@@ -151,6 +166,8 @@ pub struct Device {
     page_link_ns: u64,
     work: RequestWork,
     run: Option<Box<run::RunState>>,
+    /// The event engine of a run whose scheduling is not plain FCFS reservation.
+    engine: Option<Box<engine::Engine>>,
 }
 
 impl Device {
@@ -181,6 +198,7 @@ impl Device {
             config.channel.cache_program,
         );
         Device {
+            allocator: plane_allocator(config.placement.allocation, &geo, config.placement.handles),
             placement: PlacementTable::new(&config.placement),
             store: store_data.then(|| PageStore::new(config.geometry.page_size_bytes as usize)),
             series: TimeSeries::new(config.stats.interval_ns),
@@ -198,7 +216,8 @@ impl Device {
             flash: FlashCounters::default(),
             requests_seen: 0,
             now_ns: 0,
-            link_free_ns: 0,
+            link_in_free_ns: 0,
+            link_out: LinkCalendar::default(),
             cpu_free_ns: 0,
             buffer_ends: BinaryHeap::new(),
             buffer_last_end_ns: 0,
@@ -210,6 +229,7 @@ impl Device {
             page_link_ns,
             work: RequestWork::default(),
             run: None,
+            engine: None,
         }
     }
 
@@ -424,12 +444,14 @@ impl Device {
             issue_ns,
             complete_ns,
             uncorrectable,
+            queue_ns: self.work.queue_ns,
         })
     }
 
-    /// Background GC: one plane per request is checked (round robin, cheap and deterministic);
-    /// if it is below its watermark and its die has been idle long enough, one victim is
-    /// reclaimed in that idle time.
+    /// Background GC: one plane per request is checked (round robin, cheap and deterministic).
+    /// If it wants collection and its die has been idle for `gc_bg_idle_ns`, GC steps fill the
+    /// idle window up to the request's issue time: each step starts when the die is free, and
+    /// no step starts after the request arrived, so host work waits at most for one step.
     fn maybe_background_gc(&mut self, issue_ns: u64) -> Result<(), DeviceError> {
         let plane = self.bg_cursor;
         self.bg_cursor = if plane + 1 == self.geo.planes {
@@ -441,17 +463,28 @@ impl Device {
             return Ok(());
         }
         let die = self.geo.die_of_plane(plane);
-        let idle_from = self.timeline.die_free_ns(die) + self.config.ftl.gc_bg_idle_ns;
-        if idle_from > issue_ns {
-            return Ok(());
+        let idle_ns = self.config.ftl.gc_bg_idle_ns;
+        let mut start = self.timeline.die_free_ns(die) + idle_ns;
+        let step = self.config.ftl.gc_step_pages;
+        // Bounded: a plane has at most blocks_per_plane victims' worth of work to do.
+        for _ in 0..self.geo.blocks_per_plane * self.geo.pages_per_block {
+            if start > issue_ns || !self.ftl.wants_background_gc(plane) {
+                break;
+            }
+            self.ops.clear();
+            let mut ops = std::mem::take(&mut self.ops);
+            let result = self.ftl.background_gc(plane, start, step, &mut ops);
+            let busy_before = self.flash.gc_busy_ns;
+            self.apply_ftl_ops(&ops, start);
+            self.flash.gc_background_ns += self.flash.gc_busy_ns - busy_before;
+            let did_work = !ops.is_empty();
+            ops.clear();
+            self.ops = ops;
+            if !result? || !did_work {
+                break;
+            }
+            start = self.timeline.die_free_ns(die);
         }
-        self.ops.clear();
-        let mut ops = std::mem::take(&mut self.ops);
-        let result = self.ftl.background_gc(plane, idle_from, &mut ops);
-        self.apply_ftl_ops(&ops, idle_from);
-        ops.clear();
-        self.ops = ops;
-        result?;
         Ok(())
     }
 
@@ -481,6 +514,10 @@ impl Device {
                     }
                     self.flash.array_reads += 1;
                     self.flash.programs += 1;
+                    // The move reads the page's OOB (its logical address) and writes it anew.
+                    self.flash.oob_reads += 1;
+                    self.flash.oob_writes += 1;
+                    self.work.oob_reads += 1;
                     self.flash.gc_busy_ns += busy;
                     self.work.reads += 1;
                     self.work.programs += 1;
@@ -503,24 +540,6 @@ impl Device {
                         store.erase(self.geo.first_page(block), self.geo.pages_per_block);
                     }
                 }
-                FlashOp::Read { ppa, .. } => {
-                    let t_read = self.derived.read_ns[self.geo.page_type(ppa) as usize];
-                    self.timeline
-                        .read(self.geo.die_of(ppa), ready_ns, t_read, 1, xfer);
-                    self.flash.array_reads += 1;
-                    self.flash.bytes_transferred += page_bytes;
-                    self.work.reads += 1;
-                    self.work.flash_ns += t_read + xfer;
-                }
-                FlashOp::Program { ppa, .. } => {
-                    let t_prog = self.derived.program_ns[self.geo.page_type(ppa) as usize];
-                    self.timeline
-                        .program(self.geo.die_of(ppa), ready_ns, t_prog, 1, xfer);
-                    self.flash.programs += 1;
-                    self.flash.bytes_transferred += page_bytes;
-                    self.work.programs += 1;
-                    self.work.flash_ns += t_prog + xfer;
-                }
             }
         }
     }
@@ -532,9 +551,16 @@ impl Device {
         let t_read = self.derived.read_ns[self.geo.page_type(ppa) as usize];
         let xfer = self.derived.page_transfer_ns;
         let r = self.timeline.read(die, ready_ns, t_read, 1, xfer);
+        self.note_wait(r.array_start_ns, ready_ns);
         self.count_host_read(1, t_read + xfer);
         self.work.first_ppa.get_or_insert(ppa);
         self.decode(ppa, die, t_read, r.end_ns)
+    }
+
+    /// The request's operation waited from `ready_ns` until `start_ns` for its die or channel.
+    #[inline]
+    fn note_wait(&mut self, start_ns: u64, ready_ns: u64) {
+        self.work.queue_ns = self.work.queue_ns.max(start_ns.saturating_sub(ready_ns));
     }
 
     fn count_host_read(&mut self, pages: u32, flash_ns: u64) {
@@ -656,8 +682,9 @@ impl Device {
         self.groups.sort_unstable();
         for i in 0..self.groups.len() {
             let (ready, bytes) = self.groups[i];
-            self.link_free_ns = self.link_free_ns.max(ready) + self.link_ns(bytes);
-            complete = complete.max(self.link_free_ns);
+            let duration = self.link_ns(bytes);
+            let end = self.link_out.reserve(ready, duration, start);
+            complete = complete.max(end);
         }
         Ok((complete, uncorrectable))
     }
@@ -683,6 +710,7 @@ impl Device {
                     let die = txns[i].die;
                     let t = self.derived.melded_read_ns;
                     let r = self.timeline.read(die, start, t, bits as u32, xfer);
+                    self.note_wait(r.array_start_ns, start);
                     self.flash.melded_reads += 1;
                     self.count_host_read(bits as u32, t + xfer * bits as u64);
                     self.work.first_ppa.get_or_insert(txns[i].ppa);
@@ -716,6 +744,7 @@ impl Device {
                     .max()
                     .unwrap_or(0);
                 let r = self.timeline.read(rest[i].die, start, t_read, n, xfer);
+                self.note_wait(r.array_start_ns, start);
                 self.flash.multi_plane_ops += 1;
                 self.count_host_read(n, t_read + xfer * n as u64);
                 self.work.first_ppa.get_or_insert(rest[i].ppa);
@@ -758,9 +787,14 @@ impl Device {
         for i in 0..pages {
             let lpa = first_lpa + i;
             let (lo, hi) = page_span(req, lpa, page);
-            // Host data crosses the link page by page.
-            let arrive = self.link_free_ns.max(start) + self.link_ns(hi - lo);
-            self.link_free_ns = arrive;
+            // Host data crosses the link page by page, in issue order.
+            let link = self.link_ns(hi - lo);
+            let arrive = if link == 0 {
+                start
+            } else {
+                self.link_in_free_ns.max(start) + link
+            };
+            self.link_in_free_ns = self.link_in_free_ns.max(arrive);
             let mut ready = arrive + encode;
             if buffer_pages > 0 {
                 while self
@@ -781,9 +815,13 @@ impl Device {
             }
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
+            let plane = self
+                .allocator
+                .choose(handle, self.timeline.die_free_slice(), start);
             let page_write = PageWrite {
                 lpa,
                 handle,
+                plane,
                 now_ns: start,
                 host_bytes: (hi - lo) as u32,
             };
@@ -801,21 +839,7 @@ impl Device {
                     ready = ready.max(done);
                 }
             }
-            if let Some(store) = &mut self.store {
-                let mut content: Box<[u8]> =
-                    match (partial, outcome.old.and_then(|old| store.get(old))) {
-                        (true, Some(old)) => old.into(),
-                        _ => vec![0u8; page as usize].into_boxed_slice(),
-                    };
-                if let Some(d) = data {
-                    let from = (lpa * page + lo - req.offset) as usize;
-                    content[lo as usize..hi as usize]
-                        .copy_from_slice(&d[from..from + (hi - lo) as usize]);
-                } else {
-                    content[lo as usize..hi as usize].fill(0);
-                }
-                store.put(outcome.new, content);
-            }
+            self.store_page_write(req, lpa, (lo, hi), outcome, data);
             self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
             self.txns.push(PageTxn {
                 die: self.geo.die_of(outcome.new),
@@ -832,6 +856,38 @@ impl Device {
             Ok(accepted)
         } else {
             Ok(programmed)
+        }
+    }
+
+    /// Data mode: store the bytes `span` of page `lpa` that `req` writes (from `data`, zeros
+    /// without it) under the page's new location, merged into its old contents, and drop the
+    /// old copy, so that memory follows live data.
+    fn store_page_write(
+        &mut self,
+        req: &HostRequest,
+        lpa: u64,
+        (lo, hi): (u64, u64),
+        outcome: crate::ftl::WriteOutcome,
+        data: Option<&[u8]>,
+    ) {
+        let Some(store) = &mut self.store else {
+            return;
+        };
+        let page = store.page_size() as u64;
+        let partial = hi - lo < page;
+        let mut content: Box<[u8]> = match (partial, outcome.old.and_then(|old| store.get(old))) {
+            (true, Some(old)) => old.into(),
+            _ => vec![0u8; page as usize].into_boxed_slice(),
+        };
+        if let Some(d) = data {
+            let from = (lpa * page + lo - req.offset) as usize;
+            content[lo as usize..hi as usize].copy_from_slice(&d[from..from + (hi - lo) as usize]);
+        } else {
+            content[lo as usize..hi as usize].fill(0);
+        }
+        store.put(outcome.new, content);
+        if let Some(old) = outcome.old {
+            store.remove(old);
         }
     }
 
@@ -852,10 +908,13 @@ impl Device {
                 .max()
                 .unwrap_or(0);
             let p = self.timeline.program(group[0].die, ready, t_prog, n, xfer);
+            // The array phase starts after the data transfer: the rest is waiting.
+            self.note_wait(p.array_start_ns.saturating_sub(xfer * n as u64), ready);
             if n > 1 {
                 self.flash.multi_plane_ops += 1;
             }
             self.flash.programs += n as u64;
+            self.flash.oob_writes += n as u64;
             self.flash.bytes_transferred += n as u64 * self.page_size() as u64;
             self.work.programs += n;
             self.work.flash_ns += t_prog + xfer * n as u64;
@@ -879,6 +938,11 @@ impl Device {
             let (lo, hi) = page_span(req, lpa, page);
             // Only whole pages can be deallocated; partial ranges keep their data.
             if hi - lo == page {
+                if let Some(store) = &mut self.store {
+                    if let Some(old) = self.ftl.lookup(lpa, &mut self.ops) {
+                        store.remove(old);
+                    }
+                }
                 self.ops.clear();
                 let mut ops = std::mem::take(&mut self.ops);
                 self.ftl.trim(lpa, &mut ops);
@@ -909,24 +973,30 @@ impl Device {
         let write =
             |dev: &mut Device, lpa: u64, ops: &mut Vec<FlashOp>| -> Result<(), DeviceError> {
                 let page_bytes = dev.page_size();
-                dev.ftl.write(
+                // Untimed: every die is equally idle, so the allocator stripes.
+                let plane = dev.allocator.choose(0, dev.timeline.die_free_slice(), 0);
+                let outcome = dev.ftl.write(
                     PageWrite {
                         lpa,
                         handle: 0,
+                        plane,
                         now_ns: 0,
                         host_bytes: page_bytes,
                     },
                     ops,
                 )?;
                 if let Some(store) = &mut dev.store {
+                    // GC first (the old copy may have moved), then the overwrite.
                     for op in ops.iter() {
                         match *op {
                             FlashOp::Move { src, dst } => store.relocate(src, dst),
                             FlashOp::Erase { block, .. } => {
                                 store.erase(dev.geo.first_page(block), dev.geo.pages_per_block)
                             }
-                            _ => {}
                         }
+                    }
+                    if let Some(old) = outcome.old {
+                        store.remove(old);
                     }
                 }
                 ops.clear();
@@ -985,7 +1055,8 @@ impl Device {
         }
         self.requests_seen = 0;
         self.now_ns = 0;
-        self.link_free_ns = 0;
+        self.link_in_free_ns = 0;
+        self.link_out.reset();
         self.cpu_free_ns = 0;
         self.buffer_ends.clear();
         self.buffer_last_end_ns = 0;
@@ -1015,7 +1086,6 @@ impl Device {
 
     /// The cumulative `ssd` object.
     pub fn ssd_json(&self) -> serde_json::Value {
-        let gc_policy = format!("{:?}", self.config.ftl.gc_policy).to_lowercase();
         crate::stats::ssd_json(&crate::stats::SsdReportInputs {
             ftl: self.ftl.counters(),
             flash: self.flash,
@@ -1026,7 +1096,10 @@ impl Device {
             seed: self.seed,
             config_hash: &self.config_hash,
             ftl_name: self.ftl.name(),
-            gc_policy: &gc_policy,
+            gc_policy: self.config.ftl.gc_policy.name(),
+            scheduler: self.config.controller.scheduler.name(),
+            allocation: self.allocator.name(),
+            die_busy_ns: &self.timeline.busy_per_die_ns,
         })
     }
 
@@ -1077,7 +1150,7 @@ fn request_log_row(
         duration_ns: complete_ns - issue_ns,
         flash_reads: work.reads,
         flash_writes: work.programs,
-        oob_reads: 0,
+        oob_reads: work.oob_reads,
         // Every program writes the page's OOB (logical address, sequence) with it.
         oob_writes: work.programs,
         erases: work.erases,

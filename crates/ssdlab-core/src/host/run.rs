@@ -50,6 +50,8 @@ pub struct Progress {
 
 #[derive(Debug, Clone, Copy)]
 struct InFlight {
+    /// Time waiting in die queues (the rest of its latency is service).
+    queue_ns: u64,
     complete_ns: u64,
     arrival_ns: u64,
     issue_ns: u64,
@@ -65,6 +67,8 @@ struct InFlightSet {
     heap: BinaryHeap<Reverse<u128>>,
     slots: Vec<InFlight>,
     free: Vec<u16>,
+    /// Requests in flight (in the heap, or in the event engine by slot).
+    live: usize,
 }
 
 impl InFlightSet {
@@ -76,18 +80,41 @@ impl InFlightSet {
             heap: BinaryHeap::with_capacity(depth + 1),
             slots: Vec::with_capacity(depth),
             free: Vec::with_capacity(depth),
+            live: 0,
         }
     }
 
     fn len(&self) -> usize {
-        self.heap.len()
+        self.live
     }
 
     fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.live == 0
+    }
+
+    /// Hold `f` in a slot whose completion the event engine will report.
+    fn insert(&mut self, f: InFlight) -> u16 {
+        self.live += 1;
+        match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = f;
+                slot
+            }
+            None => {
+                self.slots.push(f);
+                (self.slots.len() - 1) as u16
+            }
+        }
+    }
+
+    fn take(&mut self, slot: u16) -> InFlight {
+        self.live -= 1;
+        self.free.push(slot);
+        self.slots[slot as usize]
     }
 
     fn push(&mut self, seq: u64, f: InFlight) {
+        self.live += 1;
         let slot = match self.free.pop() {
             Some(slot) => {
                 self.slots[slot as usize] = f;
@@ -110,12 +137,15 @@ impl InFlightSet {
     fn pop(&mut self) -> Option<InFlight> {
         let Reverse(key) = self.heap.pop()?;
         let slot = (key & 0xFFFF) as u16;
-        self.free.push(slot);
-        Some(self.slots[slot as usize])
+        Some(self.take(slot))
     }
 }
 
 pub(crate) struct RunState {
+    /// Log rows of completed requests waiting for earlier requests (engine path), and the
+    /// request number the log expects next.
+    log_reorder: std::collections::BTreeMap<u64, crate::stats::RequestLogRow>,
+    log_next: u64,
     source: Box<dyn RequestSource>,
     queue_depth: usize,
     pacing: Loop,
@@ -151,7 +181,14 @@ impl Device {
             }
         }
         let start = self.now_ns;
+        let c = &self.config;
+        if c.controller.scheduler != crate::config::SchedulerKind::Fcfs || c.cell.suspend {
+            self.engine = Some(Box::new(super::engine::Engine::new(self)));
+        }
+        let log_next = self.requests_seen + 1;
         self.run = Some(Box::new(RunState {
+            log_reorder: Default::default(),
+            log_next,
             total: spec.source.len_hint(),
             source: spec.source,
             queue_depth: spec.queue_depth as usize,
@@ -195,6 +232,7 @@ impl Device {
         }
         if run.stop_issuing_ns.is_some_and(|stop| self.now_ns >= stop) {
             run.exhausted = true;
+            self.engine_source_done();
             return Ok(None);
         }
         while !run.source_done && run.lookahead.len() < LOOKAHEAD {
@@ -217,6 +255,7 @@ impl Device {
             Some(req) => Ok(Some(req)),
             None => {
                 run.exhausted = true;
+                self.engine_source_done();
                 match run.source_error.take() {
                     Some(e) => Err(DeviceError::Source(e)),
                     None => Ok(None),
@@ -232,32 +271,93 @@ impl Device {
         arrival_ns: u64,
         issue_ns: u64,
     ) -> Result<(), DeviceError> {
-        let completion =
-            self.execute(req, issue_ns, None, None)
-                .map_err(|e| DeviceError::InRun {
-                    index: run.seq + 1,
-                    source: Box::new(e),
-                })?;
+        let in_run = |e: DeviceError| DeviceError::InRun {
+            index: run.seq + 1,
+            source: Box::new(e),
+        };
+        let mut f = InFlight {
+            queue_ns: 0,
+            complete_ns: 0,
+            arrival_ns,
+            issue_ns,
+            op: req.op,
+            bytes: req.length,
+            failed: false,
+        };
+        if self.engine.is_some() {
+            let slot = run.in_flight.insert(f);
+            self.engine_set_now(issue_ns);
+            if let Err(e) = self.engine_submit(req, issue_ns, slot as u32) {
+                return Err(in_run(e));
+            }
+        } else {
+            let completion = self.execute(req, issue_ns, None, None).map_err(in_run)?;
+            f.complete_ns = completion.complete_ns;
+            f.queue_ns = completion.queue_ns;
+            f.failed = completion.uncorrectable;
+            run.in_flight.push(run.seq, f);
+        }
         run.job.first_issue_ns.get_or_insert(issue_ns);
-        run.in_flight.push(
-            run.seq,
-            InFlight {
-                complete_ns: completion.complete_ns,
-                arrival_ns,
-                issue_ns,
-                op: req.op,
-                bytes: req.length,
-                failed: completion.uncorrectable,
-            },
-        );
         run.seq += 1;
         Ok(())
     }
 
-    fn retire(&mut self, run: &mut RunState) -> bool {
-        let Some(f) = run.in_flight.pop() else {
-            return false;
+    /// The next completion of the run: from the in-flight heap, or from the event engine
+    /// (with `limit`, only one at or before it).
+    fn next_completion(
+        &mut self,
+        run: &mut RunState,
+        limit: Option<u64>,
+    ) -> Result<Option<InFlight>, DeviceError> {
+        if run.in_flight.is_empty() {
+            return Ok(None);
+        }
+        if self.engine.is_none() {
+            if limit.is_some_and(|l| run.in_flight.earliest_ns().is_some_and(|c| c > l)) {
+                return Ok(None);
+            }
+            return Ok(run.in_flight.pop());
+        }
+        let Some(c) = self.engine_next_completion(limit)? else {
+            if limit.is_none() {
+                // Requests in flight but nothing left to happen: a broken invariant of the
+                // engine; an error, never a spin.
+                return Err(DeviceError::Run(
+                    "event engine stalled with requests in flight",
+                ));
+            }
+            return Ok(None);
         };
+        let mut f = run.in_flight.take(c.slot as u16);
+        f.complete_ns = c.complete_ns;
+        f.queue_ns = c.queue_ns;
+        f.failed = c.uncorrectable;
+        if let (Some(log), Some(row)) = (&mut self.request_log, c.log_row) {
+            // Completions leave out of order; the log keeps request order, holding at most
+            // the rows of requests still in flight.
+            run.log_reorder.insert(row.request, row);
+            while let Some(entry) = run.log_reorder.first_entry() {
+                if *entry.key() != run.log_next {
+                    break;
+                }
+                log.push(entry.remove());
+                run.log_next += 1;
+            }
+        }
+        Ok(Some(f))
+    }
+
+    fn retire(&mut self, run: &mut RunState) -> Result<bool, DeviceError> {
+        match self.next_completion(run, None)? {
+            Some(f) => {
+                self.account(run, f);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn account(&mut self, run: &mut RunState, f: InFlight) {
         self.now_ns = self.now_ns.max(f.complete_ns);
         run.completed += 1;
         run.job.last_complete_ns = run.job.last_complete_ns.max(f.complete_ns);
@@ -270,7 +370,7 @@ impl Device {
             || super::series_counters(ftl.as_ref()),
         );
         if f.complete_ns < run.count_from_ns {
-            return true;
+            return;
         }
         let stats = match f.op {
             Op::Read => &mut run.job.read,
@@ -278,16 +378,19 @@ impl Device {
             Op::Trim => &mut run.job.trim,
             Op::Flush => {
                 run.job.flushes += 1;
-                return true;
+                return;
             }
         };
         stats.ios += 1;
         stats.bytes += f.bytes;
         stats.errors += f.failed as u64;
         stats.slat.record(f.issue_ns - f.arrival_ns);
-        stats.clat.record(f.complete_ns - f.issue_ns);
+        let clat = f.complete_ns - f.issue_ns;
+        stats.clat.record(clat);
         stats.lat.record(f.complete_ns - f.arrival_ns);
-        true
+        let queue = f.queue_ns.min(clat);
+        stats.queue.record(queue);
+        stats.service.record(clat - queue);
     }
 
     fn step_run(&mut self, run: &mut RunState, max_completions: u64) -> Result<(), DeviceError> {
@@ -304,7 +407,7 @@ impl Device {
                             None => break,
                         }
                     }
-                    if !self.retire(run) {
+                    if !self.retire(run)? {
                         return Ok(());
                     }
                 }
@@ -315,7 +418,7 @@ impl Device {
                         }
                     }
                     let Some(req) = run.pending else {
-                        if !self.retire(run) {
+                        if !self.retire(run)? {
                             return Ok(());
                         }
                         continue;
@@ -324,17 +427,20 @@ impl Device {
                     let first = *run.first_arrival.get_or_insert(raw);
                     let arrival = run.start_ns
                         + ((raw.saturating_sub(first)) as f64 * time_scale).round() as u64;
-                    let earliest = run.in_flight.earliest_ns();
-                    let may_issue = run.in_flight.len() < run.queue_depth
-                        && earliest.is_none_or(|c| arrival < c);
-                    if may_issue {
-                        run.pending = None;
-                        let issue = arrival.max(self.now_ns);
-                        self.now_ns = issue;
-                        self.issue(run, &req, arrival, issue)?;
-                    } else {
-                        self.retire(run);
+                    // Completions before the arrival go first (at the same instant too: a
+                    // completion frees its slot before the next request arrives).
+                    if run.in_flight.len() >= run.queue_depth {
+                        self.retire(run)?;
+                        continue;
                     }
+                    if let Some(f) = self.next_completion(run, Some(arrival))? {
+                        self.account(run, f);
+                        continue;
+                    }
+                    run.pending = None;
+                    let issue = arrival.max(self.now_ns);
+                    self.now_ns = issue;
+                    self.issue(run, &req, arrival, issue)?;
                 }
             }
         }
@@ -348,9 +454,23 @@ impl Device {
             .run
             .take()
             .ok_or(DeviceError::Run("no run in progress"))?;
-        while self.retire(&mut run) {}
-
-        let ssd_job = serde_json::json!({ "sim_time_ns": self.now_ns - run.start_ns });
+        let drained = (|| {
+            while self.retire(&mut run)? {}
+            if self.engine.is_some() {
+                self.engine_drain()?;
+            }
+            Ok::<(), DeviceError>(())
+        })();
+        if let Err(e) = drained {
+            self.engine = None;
+            return Err(e);
+        }
+        let ssd_job = serde_json::json!({
+            "sim_time_ns": self.now_ns - run.start_ns,
+            "scheduler": self.config.controller.scheduler.name(),
+            "read": time_split_json(&run.job.read),
+            "write": time_split_json(&run.job.write),
+        });
         Ok(job_json(&run.job, ssd_job))
     }
 
@@ -373,4 +493,16 @@ impl Device {
     pub fn run_in_progress(&self) -> bool {
         self.run.is_some()
     }
+}
+
+/// Queueing (waiting in die queues) and service (the rest of the completion latency) of one
+/// direction's requests.
+fn time_split_json(stats: &crate::stats::OpStats) -> serde_json::Value {
+    let part = |s: &crate::stats::LatencyStats| {
+        serde_json::json!({
+            "mean": s.mean(), "p50": s.percentile(50.0), "p99": s.percentile(99.0),
+            "p99.9": s.percentile(99.9), "max": if s.n == 0 { 0 } else { s.max },
+        })
+    };
+    serde_json::json!({ "queue_ns": part(&stats.queue), "service_ns": part(&stats.service) })
 }

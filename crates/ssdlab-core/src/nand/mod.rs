@@ -7,6 +7,7 @@
 //! chip, die, plane, as MQSim's default plane-allocation scheme) so that consecutive pages of a
 //! frontier land on different channels.
 
+pub mod die;
 pub mod prefetch;
 pub mod store;
 pub mod table;

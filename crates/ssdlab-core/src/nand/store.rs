@@ -37,6 +37,12 @@ impl PageStore {
         self.pages.insert(ppa, data);
     }
 
+    /// Drop the data of a page that no longer holds live data (overwritten or trimmed), so
+    /// that memory follows live data rather than everything ever written.
+    pub fn remove(&mut self, ppa: u32) {
+        self.pages.remove(&ppa);
+    }
+
     /// GC relocation: the data follows the page.
     pub fn relocate(&mut self, src: u32, dst: u32) {
         if let Some(data) = self.pages.remove(&src) {

@@ -20,6 +20,8 @@ pub struct Timeline {
     cache_program: bool,
     /// Total array-busy time over all dies.
     pub die_busy_ns: u64,
+    /// Array-busy time of each die.
+    pub busy_per_die_ns: Vec<u64>,
     /// Total bus-busy time over all channels.
     pub channel_busy_ns: u64,
 }
@@ -43,8 +45,27 @@ impl Timeline {
             cache_read,
             cache_program,
             die_busy_ns: 0,
+            busy_per_die_ns: vec![0; dies as usize],
             channel_busy_ns: 0,
         }
+    }
+
+    /// When each die is free of the work reserved on it.
+    pub fn die_free_slice(&self) -> &[u64] {
+        &self.die_free_ns
+    }
+
+    /// Make `die` busy until `until_ns` (the event engine hands its dies back this way).
+    pub fn set_die_free_ns(&mut self, die: u32, until_ns: u64) {
+        self.die_free_ns[die as usize] = until_ns;
+    }
+
+    pub fn set_channel_free_ns(&mut self, channel: u32, until_ns: u64) {
+        self.channel_free_ns[channel as usize] = until_ns;
+    }
+
+    pub fn channel_free_ns(&self, channel: u32) -> u64 {
+        self.channel_free_ns[channel as usize]
     }
 
     #[inline]
@@ -72,6 +93,7 @@ impl Timeline {
         let start = ready_ns.max(self.die_free_ns[d]);
         let sensed = start + array_ns;
         self.die_busy_ns += array_ns;
+        self.busy_per_die_ns[d] += array_ns;
         if transfer_ns == 0 {
             self.die_free_ns[d] = sensed;
             return OpTiming {
@@ -120,6 +142,7 @@ impl Timeline {
         let end = start + program_ns;
         self.die_free_ns[d] = end;
         self.die_busy_ns += program_ns;
+        self.busy_per_die_ns[d] += program_ns;
         OpTiming {
             array_start_ns: start,
             end_ns: end,
@@ -133,6 +156,7 @@ impl Timeline {
         let start = ready_ns.max(self.die_free_ns[d]);
         self.die_free_ns[d] = start + erase_ns;
         self.die_busy_ns += erase_ns;
+        self.busy_per_die_ns[d] += erase_ns;
         OpTiming {
             array_start_ns: start,
             end_ns: start + erase_ns,
@@ -143,7 +167,14 @@ impl Timeline {
         self.die_free_ns.iter_mut().for_each(|t| *t = 0);
         self.channel_free_ns.iter_mut().for_each(|t| *t = 0);
         self.die_busy_ns = 0;
+        self.busy_per_die_ns.iter_mut().for_each(|t| *t = 0);
         self.channel_busy_ns = 0;
+    }
+
+    /// Account array time spent outside this timeline (by the event engine).
+    pub fn add_busy(&mut self, die: u32, busy_ns: u64) {
+        self.die_busy_ns += busy_ns;
+        self.busy_per_die_ns[die as usize] += busy_ns;
     }
 }
 

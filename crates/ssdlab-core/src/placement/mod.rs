@@ -7,6 +7,8 @@
 //! handle 0. Per-handle counters follow FDP's log: host bytes written, media bytes written and
 //! media bytes erased.
 
+pub mod allocation;
+
 use crate::config::PlacementConfig;
 use crate::request::{Hint, SeaClass};
 use serde::Serialize;

@@ -114,6 +114,9 @@ pub struct OpStats {
     pub clat: LatencyStats,
     /// Total latency: arrival to completion.
     pub lat: LatencyStats,
+    /// The part of `clat` spent waiting in die queues, and the rest (service).
+    pub queue: LatencyStats,
+    pub service: LatencyStats,
     pub errors: u64,
 }
 
@@ -125,6 +128,8 @@ impl OpStats {
             slat: LatencyStats::new(false),
             clat: LatencyStats::new(true),
             lat: LatencyStats::new(false),
+            queue: LatencyStats::new(true),
+            service: LatencyStats::new(true),
             errors: 0,
         }
     }
@@ -182,13 +187,23 @@ pub struct FlashCounters {
     pub read_retries: u64,
     pub multi_plane_ops: u64,
     pub rmw_reads: u64,
+    /// Out-of-band area reads (GC reads each moved page's logical address) and writes (every
+    /// program writes the page's logical address with it).
+    pub oob_reads: u64,
+    pub oob_writes: u64,
+    /// Array and bus time of GC work, and the part of it done in background (idle) steps.
     pub gc_busy_ns: u64,
+    pub gc_background_ns: u64,
+    /// Program and erase suspensions for reads.
+    pub suspensions: u64,
 }
 
 /// One interval of the time series.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct IntervalRow {
     pub start_ns: u64,
+    /// Width of this row: the configured interval, doubled each time the series was coarsened.
+    pub interval_ns: u64,
     pub reads: u64,
     pub writes: u64,
     pub read_bytes: u64,
@@ -205,26 +220,93 @@ pub struct IntervalRow {
     write_lat_sum: u128,
 }
 
-/// Per-interval rows, filled as completions advance the clock.
+impl IntervalRow {
+    fn is_empty(&self) -> bool {
+        self.reads + self.writes == 0
+            && self.host_pages_written
+                + self.flash_pages_programmed
+                + self.gc_pages_moved
+                + self.erases
+                == 0
+    }
+
+    /// Add `other`'s counts to this row (adjacent rows merged into one wider interval).
+    fn absorb(&mut self, other: &IntervalRow) {
+        self.reads += other.reads;
+        self.writes += other.writes;
+        self.read_bytes += other.read_bytes;
+        self.write_bytes += other.write_bytes;
+        self.read_lat_sum += other.read_lat_sum;
+        self.write_lat_sum += other.write_lat_sum;
+        self.host_pages_written += other.host_pages_written;
+        self.flash_pages_programmed += other.flash_pages_programmed;
+        self.gc_pages_moved += other.gc_pages_moved;
+        self.erases += other.erases;
+        self.update_means();
+    }
+
+    fn update_means(&mut self) {
+        if self.reads > 0 {
+            self.read_lat_mean_ns = self.read_lat_sum as f64 / self.reads as f64;
+        }
+        if self.writes > 0 {
+            self.write_lat_mean_ns = self.write_lat_sum as f64 / self.writes as f64;
+        }
+    }
+}
+
+/// Per-interval rows, filled as completions advance the clock, in bounded memory.
+///
+/// Only intervals in which something happened (a completion, or device work such as GC) get a
+/// row; an idle stretch costs nothing, however long, because a completion after it starts its
+/// interval directly instead of stepping through the empty ones. The rows never exceed a
+/// budget ([`TimeSeries::DEFAULT_MAX_ROWS`]): when it is reached the interval doubles and
+/// adjacent rows that now share an interval merge (counts and sums add, means are recomputed),
+/// so a long run keeps its whole span at a coarser resolution. Every row is aligned to a
+/// multiple of its own `interval_ns`; rows are in time order.
 #[derive(Debug, Clone, Default)]
 pub struct TimeSeries {
+    /// The configured width, restored by [`TimeSeries::reset`].
+    base_interval_ns: u64,
+    /// The width now (the configured one times a power of two).
     interval_ns: u64,
+    max_rows: usize,
     pub rows: Vec<IntervalRow>,
     current: IntervalRow,
-    /// FTL counters (host pages, flash pages, gc moves, erases) at the current row's start.
+    /// FTL counters (host pages, flash pages, gc moves, erases) when the current row was last
+    /// closed: the deltas since then belong to it.
     baseline: [u64; 4],
 }
 
 impl TimeSeries {
+    /// Rows kept before the series halves its resolution: about 0.5 MB.
+    pub const DEFAULT_MAX_ROWS: usize = 4096;
+
     pub fn new(interval_ns: u64) -> Self {
+        Self::with_max_rows(interval_ns, Self::DEFAULT_MAX_ROWS)
+    }
+
+    /// A series that coarsens when it holds `max_rows` rows (at least 2).
+    pub fn with_max_rows(interval_ns: u64, max_rows: usize) -> Self {
         TimeSeries {
+            base_interval_ns: interval_ns,
             interval_ns,
+            max_rows: max_rows.max(2),
+            current: IntervalRow {
+                interval_ns,
+                ..Default::default()
+            },
             ..Default::default()
         }
     }
 
     pub fn enabled(&self) -> bool {
         self.interval_ns > 0
+    }
+
+    /// The width of an interval now (it doubles each time the row budget is reached).
+    pub fn interval_ns(&self) -> u64 {
+        self.interval_ns
     }
 
     /// Account a completion at `time_ns`; `counters` gives (host pages, flash pages, gc moves,
@@ -242,51 +324,86 @@ impl TimeSeries {
         if self.interval_ns == 0 {
             return;
         }
-        if time_ns >= self.current.start_ns + self.interval_ns {
-            let now = counters();
-            while time_ns >= self.current.start_ns + self.interval_ns {
-                self.roll(now);
-            }
+        if time_ns >= self.current.start_ns.saturating_add(self.interval_ns) {
+            self.close(counters());
+            // Straight to the interval of `time_ns`: the empty ones in between get no row.
+            self.current.start_ns = time_ns - time_ns % self.interval_ns;
         }
+        let row = &mut self.current;
         if is_read {
-            self.current.reads += 1;
-            self.current.read_bytes += bytes;
-            self.current.read_lat_sum += latency_ns as u128;
+            row.reads += 1;
+            row.read_bytes += bytes;
+            row.read_lat_sum += latency_ns as u128;
         } else {
-            self.current.writes += 1;
-            self.current.write_bytes += bytes;
-            self.current.write_lat_sum += latency_ns as u128;
+            row.writes += 1;
+            row.write_bytes += bytes;
+            row.write_lat_sum += latency_ns as u128;
         }
     }
 
-    fn roll(&mut self, counters: [u64; 4]) {
-        let mut row = std::mem::take(&mut self.current);
-        row.host_pages_written = counters[0] - self.baseline[0];
-        row.flash_pages_programmed = counters[1] - self.baseline[1];
-        row.gc_pages_moved = counters[2] - self.baseline[2];
-        row.erases = counters[3] - self.baseline[3];
-        if row.reads > 0 {
-            row.read_lat_mean_ns = row.read_lat_sum as f64 / row.reads as f64;
-        }
-        if row.writes > 0 {
-            row.write_lat_mean_ns = row.write_lat_sum as f64 / row.writes as f64;
-        }
-        self.current.start_ns = row.start_ns + self.interval_ns;
+    /// End the current row with the counters now; keep it if anything happened in it. A row
+    /// for an interval that already has one (after [`TimeSeries::flush`]) merges into it.
+    fn close(&mut self, counters: [u64; 4]) {
+        let start_ns = self.current.start_ns;
+        let mut row = std::mem::replace(
+            &mut self.current,
+            IntervalRow {
+                start_ns,
+                interval_ns: self.interval_ns,
+                ..Default::default()
+            },
+        );
+        row.host_pages_written += counters[0] - self.baseline[0];
+        row.flash_pages_programmed += counters[1] - self.baseline[1];
+        row.gc_pages_moved += counters[2] - self.baseline[2];
+        row.erases += counters[3] - self.baseline[3];
         self.baseline = counters;
-        self.rows.push(row);
+        if row.is_empty() {
+            return;
+        }
+        row.interval_ns = self.interval_ns;
+        row.update_means();
+        match self.rows.last_mut() {
+            Some(last) if last.start_ns == row.start_ns => last.absorb(&row),
+            _ => self.rows.push(row),
+        }
+        while self.rows.len() >= self.max_rows && self.coarsen() {}
+    }
+
+    /// Double the interval and merge the rows that fall into one; false when the interval
+    /// cannot grow any more (then every row already shares one of two intervals).
+    fn coarsen(&mut self) -> bool {
+        let Some(wider) = self.interval_ns.checked_mul(2) else {
+            return false;
+        };
+        self.interval_ns = wider;
+        let mut kept = 0;
+        for i in 0..self.rows.len() {
+            let mut row = std::mem::take(&mut self.rows[i]);
+            row.start_ns -= row.start_ns % wider;
+            row.interval_ns = wider;
+            if kept > 0 && self.rows[kept - 1].start_ns == row.start_ns {
+                self.rows[kept - 1].absorb(&row);
+            } else {
+                self.rows[kept] = row;
+                kept += 1;
+            }
+        }
+        self.rows.truncate(kept);
+        self.current.start_ns -= self.current.start_ns % wider;
+        self.current.interval_ns = wider;
+        true
     }
 
     /// Close the partial interval so that the rows cover everything recorded.
     pub fn flush(&mut self, counters: [u64; 4]) {
-        if self.interval_ns > 0
-            && (self.current.reads + self.current.writes > 0 || counters != self.baseline)
-        {
-            self.roll(counters);
+        if self.interval_ns > 0 {
+            self.close(counters);
         }
     }
 
     pub fn reset(&mut self) {
-        *self = TimeSeries::new(self.interval_ns);
+        *self = TimeSeries::with_max_rows(self.base_interval_ns, self.max_rows);
     }
 }
 
@@ -373,19 +490,20 @@ mod tests {
     }
 
     #[test]
-    fn time_series_rows_cover_intervals() {
+    fn time_series_rows_cover_intervals_with_activity() {
         let mut ts = TimeSeries::new(100);
         ts.record(5, true, 4096, 10, || [0, 0, 0, 0]);
         ts.record(150, false, 4096, 30, || [1, 1, 0, 0]);
         ts.record(370, false, 4096, 50, || [3, 5, 2, 1]);
         ts.flush([3, 5, 2, 1]);
-        assert_eq!(ts.rows.len(), 4);
+        // The interval 200..300 saw nothing: it has no row.
+        let starts: Vec<u64> = ts.rows.iter().map(|r| r.start_ns).collect();
+        assert_eq!(starts, vec![0, 100, 300]);
         assert_eq!(ts.rows[0].reads, 1);
         assert_eq!(ts.rows[1].writes, 1);
         assert_eq!(ts.rows[0].host_pages_written, 1);
         assert_eq!(ts.rows[1].host_pages_written, 2);
-        assert_eq!(ts.rows[2].writes, 0);
-        assert_eq!(ts.rows[3].start_ns, 300);
+        assert_eq!(ts.rows[2].write_lat_mean_ns, 50.0);
         assert_eq!(
             ts.rows
                 .iter()
@@ -393,5 +511,57 @@ mod tests {
                 .sum::<u64>(),
             5
         );
+        // A completion after a flush, in the flushed interval, joins its row.
+        ts.record(390, true, 4096, 20, || [3, 5, 2, 1]);
+        ts.flush([3, 5, 2, 1]);
+        assert_eq!(ts.rows.len(), 3);
+        assert_eq!((ts.rows[2].reads, ts.rows[2].writes), (1, 1));
+    }
+
+    #[test]
+    fn idle_time_costs_no_rows() {
+        // Two completions a week apart at 10 ms intervals: two rows, not 60 million.
+        let week_ns = 7 * 24 * 3600 * 1_000_000_000u64;
+        let mut ts = TimeSeries::new(10_000_000);
+        ts.record(1_000, false, 4096, 1_000, || [0; 4]);
+        ts.record(week_ns, false, 4096, 1_000, || [1, 1, 0, 0]);
+        ts.flush([2, 2, 0, 0]);
+        assert_eq!(ts.rows.len(), 2);
+        assert_eq!(ts.rows[1].start_ns, week_ns - week_ns % 10_000_000);
+    }
+
+    #[test]
+    fn a_full_series_doubles_its_interval_and_keeps_every_count() {
+        let mut ts = TimeSeries::with_max_rows(10, 64);
+        let mut pages = 0u64;
+        for t in 0..100_000u64 {
+            pages += 1;
+            ts.record(t, t % 3 == 0, 512, t % 7, || [pages - 1, pages - 1, 0, 0]);
+        }
+        ts.flush([pages, pages, 0, 0]);
+        assert!(ts.rows.len() < 64, "{} rows", ts.rows.len());
+        let width = ts.interval_ns();
+        // 100 000 ns in fewer than 64 rows: 10 ns doubled 8 times (39 rows of 2560 ns).
+        assert_eq!(width, 2560);
+        for pair in ts.rows.windows(2) {
+            assert!(pair[0].start_ns < pair[1].start_ns);
+        }
+        for row in &ts.rows {
+            assert_eq!(row.start_ns % row.interval_ns, 0);
+        }
+        let reads: u64 = ts.rows.iter().map(|r| r.reads).sum();
+        let writes: u64 = ts.rows.iter().map(|r| r.writes).sum();
+        let host: u64 = ts.rows.iter().map(|r| r.host_pages_written).sum();
+        assert_eq!((reads, writes, host), (33_334, 66_666, 100_000));
+        // Means stay exact through merges: reads at t = 0, 3, 6, ... have latency t % 7.
+        let sum: u64 = (0..100_000u64).filter(|t| t % 3 == 0).map(|t| t % 7).sum();
+        let merged: f64 = ts
+            .rows
+            .iter()
+            .map(|r| r.read_lat_mean_ns * r.reads as f64)
+            .sum();
+        assert!((merged - sum as f64).abs() < 1e-6 * sum as f64);
+        ts.reset();
+        assert_eq!((ts.rows.len(), ts.interval_ns()), (0, 10));
     }
 }

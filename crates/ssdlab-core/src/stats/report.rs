@@ -80,6 +80,10 @@ pub struct SsdReportInputs<'a> {
     pub config_hash: &'a str,
     pub ftl_name: &'a str,
     pub gc_policy: &'a str,
+    pub scheduler: &'a str,
+    pub allocation: &'a str,
+    /// Array-busy time of each die.
+    pub die_busy_ns: &'a [u64],
 }
 
 fn erase_json(counts: &[u32]) -> Value {
@@ -103,6 +107,17 @@ fn erase_json(counts: &[u32]) -> Value {
         "min": min, "mean": mean, "max": max, "stddev": var.sqrt(),
         "histogram": {"first": min, "bin_width": width, "counts": histogram},
     })
+}
+
+/// Mean and max over dies of busy time / simulated time.
+fn utilisation(busy_ns: &[u64], sim_time_ns: u64) -> (f64, f64) {
+    if sim_time_ns == 0 || busy_ns.is_empty() {
+        return (0.0, 0.0);
+    }
+    let t = sim_time_ns as f64;
+    let mean = busy_ns.iter().map(|&b| b as f64).sum::<f64>() / busy_ns.len() as f64 / t;
+    let max = busy_ns.iter().copied().max().unwrap_or(0) as f64 / t;
+    (mean, max)
 }
 
 pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
@@ -139,8 +154,16 @@ pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
             "background_invocations": r.ftl.gc_background_invocations,
             "pages_moved": r.ftl.gc_pages_moved,
             "time_ns": r.flash.gc_busy_ns,
+            "foreground_time_ns": r.flash.gc_busy_ns - r.flash.gc_background_ns,
+            "background_time_ns": r.flash.gc_background_ns,
             "policy": r.gc_policy,
         },
+        // Array-busy time over simulated time: a saturated device keeps its dies busy.
+        "die_utilisation": utilisation(r.die_busy_ns, r.sim_time_ns).0,
+        "die_utilisation_max": utilisation(r.die_busy_ns, r.sim_time_ns).1,
+        "suspensions": r.flash.suspensions,
+        "scheduler": r.scheduler,
+        "allocation": r.allocation,
         "erases": erase_json(r.erase_counts),
         "energy_j": r.energy_j["total"],
         "energy": r.energy_j,

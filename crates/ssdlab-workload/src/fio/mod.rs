@@ -800,19 +800,10 @@ fn parse_distribution(value: &str) -> Result<DistributionSpec, String> {
     }
 }
 
+/// fio's `write_hint` takes Linux write-life names (none, short, medium, long, extreme); the
+/// core's hint vocabulary parses them, so a job accepts the spellings a trace or Python does.
 fn parse_write_hint(value: &str) -> Result<WriteLife, String> {
-    Ok(match value.trim().to_ascii_lowercase().as_str() {
-        "none" => WriteLife::None,
-        "short" => WriteLife::Short,
-        "medium" => WriteLife::Medium,
-        "long" => WriteLife::Long,
-        "extreme" => WriteLife::Extreme,
-        _ => {
-            return Err(format!(
-                "'{value}' not supported (supported: none, short, medium, long, extreme)"
-            ))
-        }
-    })
+    ssdlab_core::hint::parse_write_life(value).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

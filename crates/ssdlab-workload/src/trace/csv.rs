@@ -4,18 +4,18 @@
 //! - `op`: `read`, `write`, `trim`, `flush` or their initials `R`, `W`, `T`, `F` (any case).
 //! - `offset`, `length`: bytes. A flush has offset 0 and length 0; other operations need a
 //!   length above 0.
-//! - `hint` (optional): items separated by `;`, each one of
-//!   `stream=N` (NVMe stream id, 0–65535), `life=notset|none|short|medium|long|extreme`
-//!   (Linux write-life hint), `fdp=N` (FDP placement id, 0–65535), `sea=dyn|stat` (SEA-SSD
-//!   class), `group=N` (read-together group, 64-bit), `rel=dirty|clean` (FlexECC reliability),
-//!   `flushread` (FlexECC flush read). Spaces around items are allowed; an item given twice is
-//!   an error. Example: `1000,write,4096,4096,stream=3;life=short`.
+//! - `hint` (optional): items separated by `;`, each `name=value` or a bare flag, with the names
+//!   and values of the hint vocabulary (`ssdlab_core::hint`, documented in the README): for
+//!   example `write_life=short` or `life=short`, `placement_id=2` or `fdp=2`, `sea=dyn`,
+//!   `group=17`, `rel=dirty`, `flushread`. Spaces around items are allowed; a field given twice
+//!   (under any of its names) is an error. Example: `1000,write,4096,4096,stream=3;life=short`.
 //!
 //! A header line `time_ns,op,offset,length[,hint]` is allowed as the first line that is not
 //! blank or a comment. There is no device column, so the device filter does not apply.
-//! [`format_csv_line`] writes the same grammar, so traces round-trip.
+//! [`format_csv_line`] writes the same grammar with canonical names, so traces round-trip.
 
-use ssdlab_core::request::{Hint, HostRequest, Reliability, SeaClass, WriteLife};
+use ssdlab_core::hint::HintError;
+use ssdlab_core::request::{Hint, HostRequest};
 
 use super::{parse_u64, LineFormat, Op, Parsed, Record};
 
@@ -43,125 +43,10 @@ fn parse_op(field: &str) -> Result<Op, String> {
     })
 }
 
-fn life_name(life: WriteLife) -> &'static str {
-    match life {
-        WriteLife::NotSet => "notset",
-        WriteLife::None => "none",
-        WriteLife::Short => "short",
-        WriteLife::Medium => "medium",
-        WriteLife::Long => "long",
-        WriteLife::Extreme => "extreme",
-    }
-}
-
-/// Parse the hint column's grammar (see the module doc).
+/// Parse the hint column: the core's hint grammar and vocabulary ([`ssdlab_core::hint`]), so
+/// a trace accepts exactly the names and values Python's `Hint` does.
 pub fn parse_hint(text: &str) -> Result<Hint, String> {
-    let mut hint = Hint::default();
-    let mut seen = [false; 7];
-    for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-        let (key, value) = match item.split_once('=') {
-            Some((k, v)) => (k.trim(), Some(v.trim())),
-            None => (item, None),
-        };
-        let need = || value.ok_or_else(|| format!("hint '{key}' needs a value ('{key}=…')"));
-        let slot = match key {
-            "stream" => {
-                hint.stream = Some(need()?.parse().map_err(|_| format!("hint 'stream' expects 0–65535, found '{}'", value.unwrap_or("")))?);
-                0
-            }
-            "life" => {
-                let v = need()?;
-                hint.write_life = Some(match v {
-                    "notset" => WriteLife::NotSet,
-                    "none" => WriteLife::None,
-                    "short" => WriteLife::Short,
-                    "medium" => WriteLife::Medium,
-                    "long" => WriteLife::Long,
-                    "extreme" => WriteLife::Extreme,
-                    _ => return Err(format!("hint 'life' expects notset, none, short, medium, long or extreme, found '{v}'")),
-                });
-                1
-            }
-            "fdp" => {
-                hint.placement_id = Some(need()?.parse().map_err(|_| format!("hint 'fdp' expects 0–65535, found '{}'", value.unwrap_or("")))?);
-                2
-            }
-            "sea" => {
-                let v = need()?;
-                hint.sea_class = Some(match v {
-                    "dyn" => SeaClass::Dyn,
-                    "stat" => SeaClass::Stat,
-                    _ => return Err(format!("hint 'sea' expects dyn or stat, found '{v}'")),
-                });
-                3
-            }
-            "group" => {
-                hint.read_group = Some(parse_u64(need()?, "hint 'group'")?);
-                4
-            }
-            "rel" => {
-                let v = need()?;
-                hint.reliability = Some(match v {
-                    "dirty" => Reliability::Dirty,
-                    "clean" => Reliability::Clean,
-                    _ => return Err(format!("hint 'rel' expects dirty or clean, found '{v}'")),
-                });
-                5
-            }
-            "flushread" => {
-                if value.is_some() {
-                    return Err("hint 'flushread' takes no value".to_string());
-                }
-                hint.flush_read = true;
-                6
-            }
-            _ => {
-                return Err(format!(
-                    "unknown hint '{key}' (expected stream=N, life=…, fdp=N, sea=dyn|stat, group=N, rel=dirty|clean, flushread)"
-                ))
-            }
-        };
-        if std::mem::replace(&mut seen[slot], true) {
-            return Err(format!("hint '{key}' given twice"));
-        }
-    }
-    Ok(hint)
-}
-
-fn format_hint(hint: &Hint) -> String {
-    let mut items: Vec<String> = Vec::new();
-    if let Some(s) = hint.stream {
-        items.push(format!("stream={s}"));
-    }
-    if let Some(l) = hint.write_life {
-        items.push(format!("life={}", life_name(l)));
-    }
-    if let Some(p) = hint.placement_id {
-        items.push(format!("fdp={p}"));
-    }
-    if let Some(c) = hint.sea_class {
-        items.push(format!(
-            "sea={}",
-            if c == SeaClass::Dyn { "dyn" } else { "stat" }
-        ));
-    }
-    if let Some(g) = hint.read_group {
-        items.push(format!("group={g}"));
-    }
-    if let Some(r) = hint.reliability {
-        items.push(format!(
-            "rel={}",
-            if r == Reliability::Dirty {
-                "dirty"
-            } else {
-                "clean"
-            }
-        ));
-    }
-    if hint.flush_read {
-        items.push("flushread".to_string());
-    }
-    items.join(";")
+    text.parse().map_err(|e: HintError| e.to_string())
 }
 
 /// One line of the CSV format for `request` (no newline); a missing arrival time writes 0.
@@ -176,7 +61,7 @@ pub fn format_csv_line(request: &HostRequest) -> String {
     if request.hint.is_empty() {
         base
     } else {
-        format!("{base},{}", format_hint(&request.hint))
+        format!("{base},{}", request.hint)
     }
 }
 
@@ -241,6 +126,8 @@ impl LineFormat for Csv {
 mod tests {
     use super::*;
     use crate::trace::{parse_trace_str, TraceFormat, TraceOptions};
+    use ssdlab_core::hint::{HintField, HINT_FIELDS};
+    use ssdlab_core::request::{Reliability, SeaClass, WriteLife};
 
     fn parse(text: &str) -> Result<Vec<HostRequest>, crate::WorkloadError> {
         parse_trace_str(text, "trace.csv", TraceFormat::Csv, TraceOptions::default())
@@ -303,6 +190,66 @@ mod tests {
             .contains("a flush has offset 0"));
         // A header is only a header on the first line.
         assert!(parse("0,read,0,1\ntime_ns,op,offset,length\n").is_err());
+    }
+
+    /// Every name of every field in the core's table, with every named value (or a number, or
+    /// bare for a flag), parses in the hint column to the hint the canonical spelling gives.
+    #[test]
+    fn every_alias_parses_to_the_same_hint() {
+        let line = |item: &str| format!("0,write,0,4096,{item}");
+        let mut checked = 0;
+        for spec in &HINT_FIELDS {
+            let values: Vec<Option<&str>> = match spec.field {
+                HintField::FlushRead => vec![None, Some("true")],
+                _ if spec.values.is_empty() => vec![Some("7")],
+                _ => spec.values.iter().copied().map(Some).collect(),
+            };
+            for value in values {
+                let item = |name: &str| match value {
+                    Some(v) => format!("{name}={v}"),
+                    None => name.to_string(),
+                };
+                let want = parse(&line(&item(spec.name))).unwrap()[0].hint;
+                assert!(!want.is_empty(), "{}", spec.name);
+                for alias in spec.aliases {
+                    let got = parse(&line(&item(alias))).unwrap()[0].hint;
+                    assert_eq!(got, want, "{} vs {}", item(alias), item(spec.name));
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 12, "only {checked} aliases checked");
+        // The spellings older traces and scripts used.
+        for (old, new) in [
+            ("life=notset", "write_life=not_set"),
+            ("fdp=3", "placement_id=3"),
+            ("group=9", "read_group=9"),
+            ("rel=dirty", "reliability=dirty"),
+            ("flushread", "flush_read"),
+            ("life=SHORT", "write_life=short"),
+            ("life=2", "write_life=short"),
+        ] {
+            assert_eq!(
+                parse(&line(old)).unwrap(),
+                parse(&line(new)).unwrap(),
+                "{old}"
+            );
+        }
+    }
+
+    #[test]
+    fn hint_errors_are_the_core_messages() {
+        let e = parse("0,write,0,1,life=forever\n").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "trace.csv:1: hint 'write_life' expects one of not_set, none, short, medium, long, \
+             extreme (or 0-5), found 'forever'"
+        );
+        let core = "write_life=forever"
+            .parse::<Hint>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with(&core));
     }
 
     #[test]

@@ -1,0 +1,205 @@
+//! `devicebench [--tiny] [--set key=value ...]`: the simulated device under load, per scheduling policy (the device
+//! figures of BENCHMARKS.md, beside the simulator-speed ones of `simspeed`).
+//!
+//! 1. Sustained 4 KiB random writes on `tlc` at 7 % OP in GC steady state, QD 32: write IOPS,
+//!    WAF, die utilisation, and the array bound the measured work implies (IOPS / utilisation).
+//! 2. The same device, 70 % writes / 30 % reads at QD 32: read p50 and p99 against the idle
+//!    device's read latency, for priority with and without suspend and for fcfs.
+//! 3. An open-loop 70 %-read Poisson trace at 50 k IOPS on MQSim's 8 GiB geometry
+//!    (8 × 4 × 2 × 2, MLC 75/750 us): when the simulation ends against the last arrival, and the
+//!    mean read latency.
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use ssdlab_core::{Device, HostRequest, Loop, Op, PreconditionOptions, RunSpec, VecSource};
+
+/// `--set key=value` arguments, applied to every device after the scenario's own settings.
+fn extra_overrides() -> Vec<(String, String)> {
+    let args: Vec<String> = std::env::args().collect();
+    args.windows(2)
+        .filter(|w| w[0] == "--set")
+        .filter_map(|w| w[1].split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn device(preset_overrides: &[(&str, &str)], seed: u64) -> Device {
+    let mut overrides: Vec<(String, String)> = preset_overrides
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    overrides.extend(extra_overrides());
+    let text = ssdlab_core::presets::get("tlc").expect("tlc preset");
+    Device::from_toml(text, "tlc", &overrides, seed, false).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run(dev: &mut Device, requests: Vec<HostRequest>, qd: u32, pacing: Loop) -> serde_json::Value {
+    let mut job = dev
+        .run_to_end(RunSpec {
+            name: "bench".into(),
+            source: Box::new(VecSource::new(requests)),
+            queue_depth: qd,
+            pacing,
+            runtime_ns: None,
+            ramp_ns: None,
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    job["ssd"] = dev.ssd_json();
+    job
+}
+
+fn random_requests(n: usize, read_fraction: f64, logical: u64, seed: u64) -> Vec<HostRequest> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let units = logical / 4096;
+    (0..n)
+        .map(|_| {
+            let op = if rng.gen_bool(read_fraction) {
+                Op::Read
+            } else {
+                Op::Write
+            };
+            HostRequest::new(op, rng.gen_range(0..units) * 4096, 4096)
+        })
+        .collect()
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+
+fn main() {
+    let tiny = std::env::args().any(|a| a == "--tiny");
+    // The tlc preset as it is (64 dies, 16 KiB pages, 384 pages per block); the tiny version
+    // keeps 2 of its 8 channels.
+    let channels = if tiny { "2" } else { "8" };
+    let n = if tiny { 20_000 } else { 300_000 };
+    let base = [("geometry.channels", channels)];
+
+    println!("## 1. Sustained 4 KiB random writes, tlc, 7 % OP, QD 32, GC steady state");
+    println!("| scheduler | suspend | write IOPS | WAF | die util | array bound IOPS | mean lat ms | p99 ms |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for (sched, suspend) in [
+        ("priority", "true"),
+        ("out_of_order", "true"),
+        ("fcfs", "false"),
+    ] {
+        let mut cfg = base.to_vec();
+        cfg.push(("controller.scheduler", sched));
+        cfg.push(("cell.suspend", suspend));
+        let mut dev = device(&cfg, 1);
+        dev.precondition(PreconditionOptions::default()).unwrap();
+        let reqs = random_requests(n, 0.0, dev.logical_bytes(), 2);
+        let job = run(&mut dev, reqs, 32, Loop::Closed);
+        let w = &job["write"];
+        let util = f(&job["ssd"]["die_utilisation"]);
+        let iops = f(&w["iops"]);
+        println!(
+            "| {sched} | {suspend} | {iops:.0} | {:.2} | {util:.3} | {:.0} | {:.2} | {:.2} |",
+            f(&job["ssd"]["waf"]),
+            iops / util.max(1e-9),
+            f(&w["clat_ns"]["mean"]) / 1e6,
+            f(&w["clat_ns"]["percentile"]["99.000000"]) / 1e6,
+        );
+    }
+
+    println!();
+    println!("## 2. 70 % writes / 30 % reads, tlc, 7 % OP, QD 32, GC steady state");
+    let idle = {
+        let mut dev = device(&base, 1);
+        dev.precondition(PreconditionOptions {
+            max_random_passes: 0.0,
+            steady_tolerance: 0.02,
+        })
+        .unwrap();
+        let reqs = random_requests(2_000, 1.0, dev.logical_bytes(), 3);
+        let job = run(&mut dev, reqs, 1, Loop::Closed);
+        f(&job["read"]["clat_ns"]["mean"])
+    };
+    println!("idle-device 4 KiB read latency: {:.1} us", idle / 1e3);
+    println!("| scheduler | suspend | read p50 (x idle) | read p99 (x idle) | read IOPS | write IOPS | die util | suspensions |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for (sched, suspend) in [
+        ("priority", "true"),
+        ("priority", "false"),
+        ("out_of_order", "true"),
+        ("fcfs", "false"),
+    ] {
+        let mut cfg = base.to_vec();
+        cfg.push(("controller.scheduler", sched));
+        cfg.push(("cell.suspend", suspend));
+        let mut dev = device(&cfg, 1);
+        dev.precondition(PreconditionOptions::default()).unwrap();
+        let reqs = random_requests(n, 0.3, dev.logical_bytes(), 4);
+        let job = run(&mut dev, reqs, 32, Loop::Closed);
+        let r = &job["read"]["clat_ns"]["percentile"];
+        let p50 = f(&r["50.000000"]);
+        let p99 = f(&r["99.000000"]);
+        println!(
+            "| {sched} | {suspend} | {:.0} us ({:.1}x) | {:.0} us ({:.1}x) | {:.0} | {:.0} | {:.3} | {} |",
+            p50 / 1e3,
+            p50 / idle,
+            p99 / 1e3,
+            p99 / idle,
+            f(&job["read"]["iops"]),
+            f(&job["write"]["iops"]),
+            f(&job["ssd"]["die_utilisation"]),
+            job["ssd"]["suspensions"],
+        );
+    }
+
+    println!();
+    println!("## 3. 50 k IOPS, 70 % reads, Poisson, MQSim's 8 GiB geometry (MLC 75/750 us)");
+    println!("| scheduler | end - last arrival | read mean us | write mean us | die util |");
+    println!("|---|---:|---:|---:|---:|");
+    let trace_n = if tiny { 20_000 } else { 200_000 };
+    for sched in ["priority", "fcfs"] {
+        let cfg = [
+            ("geometry.channels", "8"),
+            ("geometry.chips_per_channel", "4"),
+            ("geometry.dies_per_chip", "2"),
+            ("geometry.planes_per_die", "2"),
+            ("geometry.blocks_per_plane", "128"),
+            ("geometry.pages_per_block", "256"),
+            ("geometry.page_size_bytes", "4096"),
+            ("cell.type", "mlc"),
+            ("cell.read_ns", "[75000, 75000]"),
+            ("cell.program_ns", "[750000]"),
+            ("cell.erase_ns", "3800000"),
+            ("channel.rate_mtps", "333"),
+            ("controller.scheduler", sched),
+        ];
+        let mut dev = device(&cfg, 1);
+        dev.precondition(PreconditionOptions {
+            max_random_passes: 0.0,
+            steady_tolerance: 0.02,
+        })
+        .unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let units = dev.logical_bytes() / 4096;
+        let mut t = 0u64;
+        let reqs: Vec<HostRequest> = (0..trace_n)
+            .map(|_| {
+                // Exponential gaps with a 20 us mean: 50 k IOPS.
+                t += (-(1.0 - rng.gen::<f64>()).ln() * 20_000.0) as u64;
+                let op = if rng.gen_bool(0.7) {
+                    Op::Read
+                } else {
+                    Op::Write
+                };
+                let mut r = HostRequest::new(op, rng.gen_range(0..units) * 4096, 4096);
+                r.arrival_ns = Some(t);
+                r
+            })
+            .collect();
+        let last = t;
+        let job = run(&mut dev, reqs, 1024, Loop::Open { time_scale: 1.0 });
+        let end = f(&job["ssd_job"]["sim_time_ns"]);
+        println!(
+            "| {sched} | {:+.2} % | {:.0} | {:.0} | {:.3} |",
+            (end - last as f64) / last as f64 * 100.0,
+            f(&job["read"]["clat_ns"]["mean"]) / 1e3,
+            f(&job["write"]["clat_ns"]["mean"]) / 1e3,
+            f(&job["ssd"]["die_utilisation"]),
+        );
+    }
+}

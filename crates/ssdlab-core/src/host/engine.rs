@@ -1,0 +1,1285 @@
+//! The event engine of a run: per-die transaction queues, a scheduling policy, program/erase
+//! suspend, GC as queued work, and completions in the order the device produces them.
+//!
+//! A request issued in a run is translated at once into flash transactions (the FTL decides
+//! where data is and goes when the request arrives, as a controller's mapping does), and each
+//! transaction waits in its die's queue. When a die becomes free, the [`Scheduler`] picks what
+//! it does next; queued reads or programs at one page offset on other planes of the die join it
+//! as one multi-plane operation. The channel is taken when an operation that needs it starts
+//! (first come, first served among the dies that the policy lets start), and read data then
+//! crosses the host link in the order it becomes ready. A host read arriving at a die that is
+//! programming or erasing suspends it when `cell.suspend` allows ([`Die`]). GC moves and erases
+//! are transactions too: foreground steps at the priority of the host write that waits for
+//! them (the write's completion includes them, which throttles writes in proportion to the
+//! shortage), background steps at GC priority when a die has been idle for `gc_bg_idle_ns`.
+//! A request completes when its last transaction and its last link transfer are done.
+//!
+//! Only the event loop moves the engine's clock; events are ordered by (time, sequence), so a
+//! run is a pure function of its inputs. Known simplifications: the mapping of a GC-moved page
+//! changes when the move is decided, not when its program ends; programs into one block are not
+//! forced into page order once queued; read retries re-read the page as new transactions.
+
+use super::{page_span, Device, DeviceError};
+use crate::config::UnmappedRead;
+use crate::ecc;
+use crate::ftl::{FlashOp, PageWrite};
+use crate::nand::die::{ActiveOp, Die};
+use crate::nand::timing::Timeline;
+use crate::request::{HostRequest, Op};
+use crate::sched::{
+    queue_of, scheduler, Candidate, DieContext, Heads, Scheduler, TxnClass, TxnKind, QUEUES,
+};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy)]
+struct Txn {
+    kind: TxnKind,
+    class: TxnClass,
+    die: u32,
+    plane: u32,
+    page_in_block: u32,
+    ppa: u32,
+    array_ns: u64,
+    /// Pages that cross the channel (0 for copyback).
+    transfers: u32,
+    /// Pages whose codewords are decoded after the transfer (host reads).
+    decode_pages: u32,
+    /// Bytes this read sends to the host.
+    host_bytes: u64,
+    /// Run slot of the request that waits for it, or NONE.
+    request: u32,
+    /// GC batch whose erase waits for it (move reads), or NONE.
+    batch: u32,
+    /// Transaction released when this one completes, `after_ns` later.
+    next: u32,
+    after_ns: u64,
+    /// What it still waits for before it may be queued (a read-modify-write or GC read, a
+    /// write-buffer slot), and the earliest time it may be (its data's arrival).
+    gates: u8,
+    not_before_ns: u64,
+    enqueued_ns: u64,
+    /// Arrival order in its die's queues.
+    enqueue_seq: u64,
+    /// Next member of a multi-plane group (the leader's chain), or NONE.
+    group_next: u32,
+    /// A host program out of the write buffer: frees a slot when done.
+    buffer_id: Option<u64>,
+    retries_left: u32,
+    /// Copyback moves fused into this one die operation (a GC step on its die), or 0.
+    moves: u32,
+    extra_decode_ns: u64,
+    uncorrectable: bool,
+    sampled: bool,
+    background: bool,
+}
+
+/// Move reads of one GC step that must be done before the victim's erase may start.
+#[derive(Debug, Clone, Copy)]
+struct Batch {
+    reads_left: u32,
+    erase: u32,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct RequestState {
+    /// Its per-request log row (duration filled at completion), when the log is kept.
+    log_row: Option<crate::stats::RequestLogRow>,
+    /// Transactions and transfers still to finish.
+    pending: u32,
+    complete_ns: u64,
+    /// Longest wait of one of its transactions in a die queue.
+    queue_ns: u64,
+    uncorrectable: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// Die `die` may be free (stale unless its generation is still `generation`).
+    DieFree { die: u32, generation: u32 },
+    /// The data of read group `leader` has crossed the channel.
+    ReadDone { leader: u32 },
+    /// Transaction `txn` enters its die's queue.
+    Enqueue { txn: u32 },
+    /// Background GC may start on `die` if it has stayed idle.
+    IdleGc { die: u32 },
+}
+
+/// One finished request of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EngineCompletion {
+    pub slot: u32,
+    pub log_row: Option<crate::stats::RequestLogRow>,
+    pub complete_ns: u64,
+    pub queue_ns: u64,
+    pub uncorrectable: bool,
+}
+
+pub(crate) struct Engine {
+    now_ns: u64,
+    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    event_seq: u64,
+    txns: Vec<Txn>,
+    free_txns: Vec<u32>,
+    batches: Vec<Batch>,
+    free_batches: Vec<u32>,
+    dies: Vec<Die>,
+    /// The queues of each die (`QUEUES` per die, see `sched::queue_of`), in arrival order.
+    queues: Vec<VecDeque<u32>>,
+    enqueue_seq: u64,
+    /// Per die: a background-GC check is pending, and when the die last became idle.
+    idle_gc_pending: Vec<bool>,
+    idle_since_ns: Vec<u64>,
+    /// Array time of the transactions assigned to each die and not started yet.
+    queued_work_ns: Vec<u64>,
+    /// When each die would be done with everything given to it (dynamic allocation's view).
+    die_load_ns: Vec<u64>,
+    channel_free_ns: Vec<u64>,
+    dies_per_channel: u32,
+    planes_per_die: u32,
+    sched: Box<dyn Scheduler>,
+    requests: Vec<RequestState>,
+    done: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    done_seq: u64,
+    buffer_used: u32,
+    buffer_next_id: u64,
+    buffer_outstanding: BTreeSet<u64>,
+    /// Host pages waiting for a buffer slot: (program txn, request slot, data arrival).
+    buffer_waiting: VecDeque<(u32, u32, u64)>,
+    /// Flushes waiting for buffered programs: (first buffer id not covered, request slot).
+    flushes: Vec<(u64, u32)>,
+    bg_plane_cursor: Vec<u32>,
+    /// Scratch list of the move reads of a GC step.
+    scratch_reads: Vec<u32>,
+    /// The run will issue no more requests: no new background GC steps (the run ends with
+    /// its last completion, and work after it would belong to no request of the run).
+    source_done: bool,
+}
+
+impl Engine {
+    pub(crate) fn new(dev: &Device) -> Engine {
+        let dies = dev.derived.dies as usize;
+        let g = &dev.config.geometry;
+        let mut die_state = vec![Die::default(); dies];
+        let mut events = BinaryHeap::new();
+        let mut event_seq = 0;
+        // Work reserved before the run (direct submissions) keeps its dies busy.
+        for (d, die) in die_state.iter_mut().enumerate() {
+            die.free_at_ns = dev.timeline.die_free_ns(d as u32);
+            if die.free_at_ns > dev.now_ns {
+                events.push(Reverse((
+                    die.free_at_ns,
+                    event_seq,
+                    Event::DieFree {
+                        die: d as u32,
+                        generation: 0,
+                    },
+                )));
+                event_seq += 1;
+            }
+        }
+        Engine {
+            now_ns: dev.now_ns,
+            events,
+            event_seq,
+            txns: Vec::with_capacity(1024),
+            free_txns: Vec::new(),
+            batches: Vec::new(),
+            free_batches: Vec::new(),
+            die_load_ns: die_state.iter().map(|d| d.free_at_ns).collect(),
+            dies: die_state,
+            queues: vec![VecDeque::new(); dies * QUEUES],
+            enqueue_seq: 0,
+            idle_gc_pending: vec![false; dies],
+            idle_since_ns: vec![0; dies],
+            queued_work_ns: vec![0; dies],
+            channel_free_ns: (0..g.channels)
+                .map(|c| dev.timeline.channel_free_ns(c))
+                .collect(),
+            dies_per_channel: dev.derived.dies / g.channels,
+            planes_per_die: g.planes_per_die,
+            sched: scheduler(
+                dev.config.controller.scheduler,
+                dev.config.controller.aging_ns,
+            ),
+            requests: Vec::new(),
+            done: BinaryHeap::new(),
+            done_seq: 0,
+            buffer_used: 0,
+            buffer_next_id: 0,
+            buffer_outstanding: BTreeSet::new(),
+            buffer_waiting: VecDeque::new(),
+            flushes: Vec::new(),
+            bg_plane_cursor: vec![0; dies],
+            scratch_reads: Vec::new(),
+            source_done: false,
+        }
+    }
+
+    fn schedule(&mut self, time_ns: u64, event: Event) {
+        self.events.push(Reverse((time_ns, self.event_seq, event)));
+        self.event_seq += 1;
+    }
+
+    fn new_txn(&mut self, txn: Txn) -> u32 {
+        match self.free_txns.pop() {
+            Some(id) => {
+                self.txns[id as usize] = txn;
+                id
+            }
+            None => {
+                self.txns.push(txn);
+                (self.txns.len() - 1) as u32
+            }
+        }
+    }
+
+    fn new_batch(&mut self) -> u32 {
+        let b = Batch {
+            reads_left: 0,
+            erase: NONE,
+        };
+        match self.free_batches.pop() {
+            Some(id) => {
+                self.batches[id as usize] = b;
+                id
+            }
+            None => {
+                self.batches.push(b);
+                (self.batches.len() - 1) as u32
+            }
+        }
+    }
+
+    fn die_queues_empty(&self, die: u32) -> bool {
+        let first = die as usize * QUEUES;
+        self.queues[first..first + QUEUES]
+            .iter()
+            .all(|q| q.is_empty())
+    }
+
+    fn refresh_load(&mut self, die: u32) {
+        let d = die as usize;
+        self.die_load_ns[d] = self.dies[d].free_at_ns + self.queued_work_ns[d];
+    }
+
+    /// Hand the dies' and channels' busy times back to the reservation timeline.
+    pub(crate) fn hand_back(&self, timeline: &mut Timeline) {
+        for (d, die) in self.dies.iter().enumerate() {
+            timeline.set_die_free_ns(d as u32, die.free_at_ns);
+        }
+        for (c, &free) in self.channel_free_ns.iter().enumerate() {
+            timeline.set_channel_free_ns(c as u32, free);
+        }
+    }
+
+    fn request(&mut self, slot: u32) -> &mut RequestState {
+        &mut self.requests[slot as usize]
+    }
+
+    fn part_done(&mut self, slot: u32, time_ns: u64) {
+        let r = &mut self.requests[slot as usize];
+        r.complete_ns = r.complete_ns.max(time_ns);
+        r.pending -= 1;
+        if r.pending == 0 {
+            let complete = r.complete_ns;
+            self.done.push(Reverse((complete, self.done_seq, slot)));
+            self.done_seq += 1;
+        }
+    }
+}
+
+fn txn(kind: TxnKind, class: TxnClass, array_ns: u64) -> Txn {
+    Txn {
+        kind,
+        class,
+        die: 0,
+        plane: 0,
+        page_in_block: 0,
+        ppa: 0,
+        array_ns,
+        transfers: 0,
+        decode_pages: 0,
+        host_bytes: 0,
+        request: NONE,
+        batch: NONE,
+        next: NONE,
+        after_ns: 0,
+        gates: 0,
+        not_before_ns: 0,
+        enqueued_ns: 0,
+        enqueue_seq: 0,
+        group_next: NONE,
+        buffer_id: None,
+        retries_left: 0,
+        moves: 0,
+        extra_decode_ns: 0,
+        uncorrectable: false,
+        sampled: false,
+        background: false,
+    }
+}
+
+impl Device {
+    fn engine(&mut self) -> &mut Engine {
+        self.engine.as_mut().expect("the event engine of a run")
+    }
+
+    fn at_page(&self, mut t: Txn, ppa: u32) -> Txn {
+        t.ppa = ppa;
+        t.die = self.geo.die_of(ppa);
+        t.plane = self.geo.plane_of(ppa);
+        t.page_in_block = self.geo.page_in_block(ppa);
+        t
+    }
+
+    /// Put a transaction in its die's queue at `time_ns` (now, or later through an event), and
+    /// start it or suspend the die for it.
+    fn enqueue_at(&mut self, id: u32, time_ns: u64) {
+        let suspend = self.config.cell.suspend;
+        let (suspend_ns, max_suspends) = (self.derived.suspend_ns, self.derived.max_suspends);
+        let e = self.engine.as_mut().expect("engine");
+        if time_ns > e.now_ns {
+            e.schedule(time_ns, Event::Enqueue { txn: id });
+            return;
+        }
+        let now = e.now_ns;
+        let t = &mut e.txns[id as usize];
+        t.enqueued_ns = now;
+        t.enqueue_seq = e.enqueue_seq;
+        e.enqueue_seq += 1;
+        let (die, class) = (t.die, t.class);
+        e.queues[die as usize * QUEUES + queue_of(t.kind, class)].push_back(id);
+        let d = &mut e.dies[die as usize];
+        if !d.is_busy(now) {
+            self.dispatch(die);
+        } else if class == TxnClass::HostRead && suspend && d.can_suspend(now, max_suspends) {
+            let free = d.suspend(now, suspend_ns);
+            let generation = d.generation;
+            e.schedule(free, Event::DieFree { die, generation });
+            e.refresh_load(die);
+            self.flash.suspensions += 1;
+            self.timeline.add_busy(die, suspend_ns);
+        }
+    }
+
+    /// One of the things `id` waits for is done at `at`: queue it once nothing is left.
+    fn release(&mut self, id: u32, at: u64) {
+        let e = self.engine();
+        let t = &mut e.txns[id as usize];
+        t.not_before_ns = t.not_before_ns.max(at);
+        t.gates -= 1;
+        if t.gates == 0 {
+            let when = t.not_before_ns;
+            self.enqueue_at(id, when);
+        }
+    }
+
+    /// A die is free: let the policy choose its next operation, resume a suspended one, or
+    /// leave it idle (and consider background GC).
+    fn dispatch(&mut self, die: u32) {
+        let e = self.engine.as_mut().expect("engine");
+        let now = e.now_ns;
+        let d = die as usize;
+        if e.dies[d].is_busy(now) {
+            return;
+        }
+        let reads_only = e.dies[d].suspended.is_some();
+        let channel = die / e.dies_per_channel;
+        let context = DieContext {
+            now_ns: now,
+            channel_free: e.channel_free_ns[channel as usize] <= now,
+            reads_only,
+        };
+        let mut heads: Heads = [None; QUEUES];
+        let mut any = false;
+        for (q, head) in heads.iter_mut().enumerate() {
+            if let Some(&id) = e.queues[d * QUEUES + q].front() {
+                let t = &e.txns[id as usize];
+                *head = Some(Candidate {
+                    kind: t.kind,
+                    class: t.class,
+                    enqueued_ns: t.enqueued_ns,
+                    seq: t.enqueue_seq,
+                    needs_channel_first: t.kind == TxnKind::Program && t.transfers > 0,
+                });
+                any = true;
+            }
+        }
+        let pick = if any {
+            e.sched.pick(&heads, &context)
+        } else {
+            None
+        };
+        match pick {
+            Some(index) => self.start(die, index),
+            None if reads_only => {
+                let op = e.dies[d].resume(now, self.derived.resume_ns);
+                e.schedule(
+                    op.end_ns,
+                    Event::DieFree {
+                        die,
+                        generation: e.dies[d].generation,
+                    },
+                );
+                e.refresh_load(die);
+                self.timeline.add_busy(die, self.derived.resume_ns);
+            }
+            None => self.maybe_idle_gc(die),
+        }
+    }
+
+    /// An idle die with a plane below the background watermark gets a GC step once it has
+    /// been idle for `gc_bg_idle_ns`. At most one check per die is pending at a time.
+    fn maybe_idle_gc(&mut self, die: u32) {
+        let first = die * self.geo.planes_per_die;
+        let wants = (first..first + self.geo.planes_per_die)
+            .any(|plane| self.ftl.wants_background_gc(plane));
+        if !wants {
+            return;
+        }
+        let idle_ns = self.config.ftl.gc_bg_idle_ns;
+        let e = self.engine.as_mut().expect("engine");
+        let d = die as usize;
+        e.idle_since_ns[d] = e.now_ns;
+        if !e.idle_gc_pending[d] {
+            e.idle_gc_pending[d] = true;
+            let at = e.now_ns + idle_ns;
+            e.schedule(at, Event::IdleGc { die });
+        }
+    }
+
+    fn idle_gc(&mut self, die: u32) -> Result<(), DeviceError> {
+        let idle_ns = self.config.ftl.gc_bg_idle_ns;
+        let e = self.engine.as_mut().expect("engine");
+        let now = e.now_ns;
+        let d = die as usize;
+        e.idle_gc_pending[d] = false;
+        if e.source_done || e.dies[d].is_busy(now) || !e.die_queues_empty(die) {
+            return Ok(()); // busy again: its next idle moment schedules a new check
+        }
+        if now < e.idle_since_ns[d] + idle_ns {
+            // It worked and went idle again since this check was scheduled.
+            e.idle_gc_pending[d] = true;
+            let at = e.idle_since_ns[d] + idle_ns;
+            e.schedule(at, Event::IdleGc { die });
+            return Ok(());
+        }
+        let planes = self.geo.planes_per_die;
+        let start = e.bg_plane_cursor[d];
+        for k in 0..planes {
+            let offset = (start + k) % planes;
+            let plane = die * planes + offset;
+            if !self.ftl.wants_background_gc(plane) {
+                continue;
+            }
+            self.engine().bg_plane_cursor[d] = (offset + 1) % planes;
+            self.ops.clear();
+            let mut ops = std::mem::take(&mut self.ops);
+            let result =
+                self.ftl
+                    .background_gc(plane, now, self.config.ftl.gc_step_pages, &mut ops);
+            self.gc_ops_to_txns(&ops, NONE, TxnClass::Gc, true);
+            self.ops = ops;
+            result?;
+            break;
+        }
+        Ok(())
+    }
+
+    /// Start the head of queue `queue` on `die`, with queued ones of the same queue that line
+    /// up with it on the die's other planes (one multi-plane operation; the first
+    /// `MERGE_WINDOW` entries are looked at, so a start costs the same for any queue length).
+    fn start(&mut self, die: u32, queue: usize) {
+        const MERGE_WINDOW: usize = 16;
+        let xfer_ns = self.derived.page_transfer_ns;
+        let cache_read = self.config.channel.cache_read;
+        let e = self.engine.as_mut().expect("engine");
+        let now = e.now_ns;
+        let d = die as usize;
+        let q = d * QUEUES + queue;
+        let leader = e.queues[q].pop_front().expect("a queued transaction");
+        let lt = e.txns[leader as usize];
+        // Multi-plane: same kind and page offset on other planes, same class (a melded read
+        // senses a whole wordline on its own).
+        let mut members = 1u32;
+        let mut planes_used = 1u64 << (lt.plane % 64);
+        let mut tail = leader;
+        let mut array_ns = lt.array_ns;
+        let mut transfers = lt.transfers;
+        if lt.kind != TxnKind::Erase
+            && lt.moves == 0
+            && lt.decode_pages <= 1
+            && e.planes_per_die > 1
+        {
+            let mut i = 0;
+            while i < e.queues[q].len().min(MERGE_WINDOW) && members < e.planes_per_die {
+                let id = e.queues[q][i];
+                let t = e.txns[id as usize];
+                let bit = 1u64 << (t.plane % 64);
+                if t.kind == lt.kind
+                    && t.moves == 0
+                    && t.class == lt.class
+                    && t.page_in_block == lt.page_in_block
+                    && t.decode_pages <= 1
+                    && planes_used & bit == 0
+                {
+                    e.queues[q].remove(i);
+                    planes_used |= bit;
+                    e.txns[tail as usize].group_next = id;
+                    tail = id;
+                    members += 1;
+                    array_ns = array_ns.max(t.array_ns);
+                    transfers += t.transfers;
+                    continue;
+                }
+                i += 1;
+            }
+        }
+        e.txns[tail as usize].group_next = NONE;
+        // Queueing time of the requests it serves, and the die's remaining backlog.
+        let mut id = leader;
+        while id != NONE {
+            let t = e.txns[id as usize];
+            e.queued_work_ns[d] -= t.array_ns;
+            if t.request != NONE {
+                let wait = now - t.enqueued_ns;
+                let r = e.request(t.request);
+                r.queue_ns = r.queue_ns.max(wait);
+            }
+            id = t.group_next;
+        }
+        if members > 1 {
+            self.flash.multi_plane_ops += 1;
+        }
+        let e = self.engine.as_mut().expect("engine");
+        let channel = (die / e.dies_per_channel) as usize;
+        let (die_free, data_end, array_start) = match lt.kind {
+            TxnKind::Read => {
+                let sensed = now + array_ns;
+                if transfers > 0 {
+                    let start = sensed.max(e.channel_free_ns[channel]);
+                    let end = start + transfers as u64 * xfer_ns;
+                    e.channel_free_ns[channel] = end;
+                    self.timeline.channel_busy_ns += transfers as u64 * xfer_ns;
+                    (if cache_read { sensed } else { end }, end, now)
+                } else {
+                    (sensed, sensed, now)
+                }
+            }
+            TxnKind::Program => {
+                let mut data_in = now;
+                if transfers > 0 {
+                    let start = now.max(e.channel_free_ns[channel]);
+                    data_in = start + transfers as u64 * xfer_ns;
+                    e.channel_free_ns[channel] = data_in;
+                    self.timeline.channel_busy_ns += transfers as u64 * xfer_ns;
+                }
+                let end = data_in + array_ns;
+                (end, end, data_in)
+            }
+            TxnKind::Erase => (now + array_ns, now + array_ns, now),
+        };
+        e.dies[d].start(ActiveOp {
+            id: leader,
+            kind: lt.kind,
+            array_start_ns: array_start,
+            end_ns: die_free,
+            suspends: 0,
+            read_done_with_die: data_end == die_free,
+        });
+        let generation = e.dies[d].generation;
+        e.schedule(die_free, Event::DieFree { die, generation });
+        // A read's data is done when its die is free unless cache read frees the die early:
+        // then one event serves both (die_free sees the read end).
+        if lt.kind == TxnKind::Read && data_end != die_free {
+            e.schedule(data_end, Event::ReadDone { leader });
+        }
+        e.refresh_load(die);
+        self.timeline.add_busy(die, array_ns);
+    }
+
+    /// The operation in service on `die` ended: programs and erases complete their
+    /// transactions; then the die looks for its next work.
+    fn die_free(&mut self, die: u32, generation: u32) {
+        let e = self.engine.as_mut().expect("engine");
+        let d = die as usize;
+        if e.dies[d].generation != generation {
+            return;
+        }
+        if let Some(op) = e.dies[d].finish() {
+            if op.kind == TxnKind::Read && op.read_done_with_die {
+                self.read_done(op.id);
+            } else if op.kind != TxnKind::Read {
+                let mut id = op.id;
+                while id != NONE {
+                    let next = self.engine().txns[id as usize].group_next;
+                    self.complete_txn(id);
+                    id = next;
+                }
+            }
+        }
+        self.engine().refresh_load(die);
+        self.dispatch(die);
+    }
+
+    /// The data of a read group is on the controller: decode each page (with read retries),
+    /// then send it to the host or release what waits for it.
+    fn read_done(&mut self, leader: u32) {
+        let mut id = leader;
+        while id != NONE {
+            let next = self.engine().txns[id as usize].group_next;
+            let now = self.engine().now_ns;
+            let t = self.engine().txns[id as usize];
+            if t.decode_pages > 0 && self.config.ecc.rber_base > 0.0 && !t.sampled {
+                let mut retries = 0;
+                let mut extra = 0;
+                let mut bad = false;
+                for _ in 0..t.decode_pages {
+                    let outcome = ecc::decode_page(
+                        &self.config.ecc,
+                        self.derived.codewords_per_page,
+                        self.ftl.erase_count_of(t.ppa),
+                        &mut self.rng,
+                    );
+                    retries = retries.max(outcome.retries);
+                    extra = extra.max(outcome.extra_decode_ns);
+                    bad |= outcome.uncorrectable;
+                    self.flash.read_retries += outcome.retries as u64;
+                    self.flash.corrected_codewords += outcome.corrected_codewords as u64;
+                    self.flash.uncorrectable_pages += outcome.uncorrectable as u64;
+                }
+                let e = self.engine();
+                let tt = &mut e.txns[id as usize];
+                tt.sampled = true;
+                tt.retries_left = retries;
+                tt.extra_decode_ns = extra;
+                tt.uncorrectable = bad;
+            }
+            let t = self.engine().txns[id as usize];
+            if t.retries_left > 0 {
+                // Re-sense with shifted references: the page is read again after the failed
+                // decode, as a new read of the die.
+                let e = self.engine();
+                let tt = &mut e.txns[id as usize];
+                tt.retries_left -= 1;
+                tt.group_next = NONE;
+                e.queued_work_ns[t.die as usize] += t.array_ns;
+                self.flash.array_reads += t.decode_pages as u64;
+                self.flash.bytes_transferred += t.transfers as u64 * self.page_size() as u64;
+                self.enqueue_at(id, now + self.derived.decode_ns);
+            } else {
+                self.complete_txn(id);
+            }
+            id = next;
+        }
+    }
+
+    /// A transaction is done: account it to its request, release what depends on it.
+    fn complete_txn(&mut self, id: u32) {
+        let decode_ns = self.derived.decode_ns;
+        let e = self.engine.as_mut().expect("engine");
+        let now = e.now_ns;
+        let t = e.txns[id as usize];
+        match t.kind {
+            TxnKind::Read if t.request != NONE && t.next == NONE => {
+                // A host read: decode, then the link.
+                let ready = now + decode_ns + t.extra_decode_ns;
+                let link = self.link_ns(t.host_bytes);
+                let e = self.engine.as_mut().expect("engine");
+                let end = self.link_out.reserve(ready, link, now);
+                if t.uncorrectable {
+                    e.request(t.request).uncorrectable = true;
+                }
+                e.part_done(t.request, end);
+            }
+            TxnKind::Read => {
+                if t.request != NONE {
+                    e.part_done(t.request, now);
+                }
+            }
+            _ => {
+                if t.request != NONE {
+                    e.part_done(t.request, now);
+                }
+            }
+        }
+        let e = self.engine.as_mut().expect("engine");
+        if t.batch != NONE {
+            let b = &mut e.batches[t.batch as usize];
+            b.reads_left -= 1;
+            if b.reads_left == 0 {
+                let erase = b.erase;
+                e.free_batches.push(t.batch);
+                if erase != NONE {
+                    self.enqueue_at(erase, now);
+                }
+            }
+        }
+        if let Some(buffer_id) = t.buffer_id {
+            self.buffer_slot_freed(buffer_id);
+        }
+        if t.next != NONE {
+            self.release(t.next, now + t.after_ns);
+        }
+        let e = self.engine.as_mut().expect("engine");
+        e.free_txns.push(id);
+    }
+
+    /// A buffered program is on flash: its slot takes the next waiting page, and flushes that
+    /// waited for it may complete.
+    fn buffer_slot_freed(&mut self, buffer_id: u64) {
+        let encode = self.derived.encode_ns;
+        let e = self.engine.as_mut().expect("engine");
+        let now = e.now_ns;
+        e.buffer_outstanding.remove(&buffer_id);
+        e.buffer_used -= 1;
+        if let Some((program, slot, arrive)) = e.buffer_waiting.pop_front() {
+            e.buffer_used += 1;
+            let accept = now.max(arrive);
+            e.part_done(slot, accept);
+            self.release(program, accept + encode);
+        }
+        let e = self.engine.as_mut().expect("engine");
+        let oldest = e.buffer_outstanding.first().copied().unwrap_or(u64::MAX);
+        let mut i = 0;
+        while i < e.flushes.len() {
+            if e.flushes[i].0 <= oldest {
+                let (_, slot) = e.flushes.swap_remove(i);
+                e.part_done(slot, now);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Turn the FTL's GC work into queued transactions: each move a read released into a
+    /// program, the victim's erase after the step's reads. `request` (or NONE) waits for all.
+    fn gc_ops_to_txns(&mut self, ops: &[FlashOp], request: u32, class: TxnClass, background: bool) {
+        if ops.is_empty() {
+            return;
+        }
+        let xfer = self.derived.page_transfer_ns;
+        let page_bytes = self.page_size() as u64;
+        let codewords = self.derived.codewords_per_page as u64;
+        let now = self.engine().now_ns;
+        // One batch per victim: the FTL lists a victim's moves, then its erase (a foreground
+        // collection at the hard reserve may reclaim several victims in one list).
+        let mut batch = self.engine().new_batch();
+        let mut reads = std::mem::take(&mut self.engine().scratch_reads);
+        reads.clear();
+        // Copyback moves on one die run back to back as one die operation (the GC step),
+        // one event instead of three per page; a host read may suspend it like a program.
+        let mut fused = NONE;
+        for op in ops {
+            if !matches!(*op, FlashOp::Move { src, dst } if self.config.ftl.gc_copyback && self.geo.die_of(src) == self.geo.die_of(dst))
+            {
+                fused = NONE;
+            }
+            match *op {
+                FlashOp::Move { src, dst }
+                    if self.config.ftl.gc_copyback
+                        && self.geo.die_of(src) == self.geo.die_of(dst) =>
+                {
+                    let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
+                    let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
+                    let busy = t_read + t_prog;
+                    self.flash.array_reads += 1;
+                    self.flash.programs += 1;
+                    self.flash.oob_reads += 1;
+                    self.flash.oob_writes += 1;
+                    self.flash.gc_busy_ns += busy;
+                    if background {
+                        self.flash.gc_background_ns += busy;
+                    }
+                    self.work.reads += 1;
+                    self.work.programs += 1;
+                    self.work.oob_reads += 1;
+                    self.work.flash_ns += busy;
+                    if let Some(store) = &mut self.store {
+                        store.relocate(src, dst);
+                    }
+                    let die = self.geo.die_of(src);
+                    let e = self.engine();
+                    if fused != NONE && e.txns[fused as usize].die == die {
+                        e.txns[fused as usize].array_ns += busy;
+                        e.txns[fused as usize].moves += 1;
+                    } else {
+                        let mut step = txn(TxnKind::Program, class, busy);
+                        step.die = die;
+                        step.plane = self.geo.plane_of(src);
+                        step.ppa = dst;
+                        step.moves = 1;
+                        step.request = request;
+                        step.batch = batch;
+                        step.background = background;
+                        let e = self.engine();
+                        fused = e.new_txn(step);
+                        e.batches[batch as usize].reads_left += 1;
+                        if request != NONE {
+                            e.request(request).pending += 1;
+                        }
+                        reads.push(fused);
+                    }
+                    let e = self.engine();
+                    e.queued_work_ns[die as usize] += busy;
+                }
+                FlashOp::Move { src, dst } => {
+                    let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
+                    let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
+                    let copyback =
+                        self.config.ftl.gc_copyback && self.geo.die_of(src) == self.geo.die_of(dst);
+                    let transfers = if copyback { 0 } else { 1 };
+                    let mut busy = t_read + t_prog;
+                    if !copyback {
+                        self.flash.codewords_decoded += codewords;
+                        self.flash.codewords_encoded += codewords;
+                        self.flash.bytes_transferred += 2 * page_bytes;
+                        busy += 2 * xfer;
+                    }
+                    self.flash.array_reads += 1;
+                    self.flash.programs += 1;
+                    self.flash.oob_reads += 1;
+                    self.flash.oob_writes += 1;
+                    self.flash.gc_busy_ns += busy;
+                    if background {
+                        self.flash.gc_background_ns += busy;
+                    }
+                    self.work.reads += 1;
+                    self.work.programs += 1;
+                    self.work.oob_reads += 1;
+                    self.work.flash_ns += busy;
+                    if let Some(store) = &mut self.store {
+                        store.relocate(src, dst);
+                    }
+                    let mut program = self.at_page(txn(TxnKind::Program, class, t_prog), dst);
+                    program.transfers = transfers;
+                    program.gates = 1;
+                    program.request = request;
+                    program.background = background;
+                    let mut read = self.at_page(txn(TxnKind::Read, class, t_read), src);
+                    read.transfers = transfers;
+                    read.request = request;
+                    read.batch = batch;
+                    read.background = background;
+                    read.after_ns = if copyback {
+                        0
+                    } else {
+                        self.derived.decode_ns + self.derived.encode_ns
+                    };
+                    let e = self.engine();
+                    let p = e.new_txn(program);
+                    read.next = p;
+                    let r = e.new_txn(read);
+                    e.queued_work_ns[program.die as usize] += t_prog;
+                    e.queued_work_ns[read.die as usize] += t_read;
+                    e.batches[batch as usize].reads_left += 1;
+                    if request != NONE {
+                        e.request(request).pending += 2;
+                    }
+                    reads.push(r);
+                }
+                FlashOp::Erase { block, .. } => {
+                    let erase_ns = self.config.cell.erase_ns;
+                    self.flash.erases += 1;
+                    self.flash.gc_busy_ns += erase_ns;
+                    if background {
+                        self.flash.gc_background_ns += erase_ns;
+                    }
+                    self.work.erases += 1;
+                    self.work.flash_ns += erase_ns;
+                    if let Some(store) = &mut self.store {
+                        store.erase(self.geo.first_page(block), self.geo.pages_per_block);
+                    }
+                    let mut erase = self.at_page(
+                        txn(TxnKind::Erase, TxnClass::Erase, erase_ns),
+                        self.geo.first_page(block),
+                    );
+                    erase.request = request;
+                    erase.background = background;
+                    let e = self.engine();
+                    let id = e.new_txn(erase);
+                    e.queued_work_ns[erase.die as usize] += erase_ns;
+                    if request != NONE {
+                        e.request(request).pending += 1;
+                    }
+                    e.batches[batch as usize].erase = id;
+                    if e.batches[batch as usize].reads_left == 0 {
+                        e.free_batches.push(batch);
+                        self.enqueue_at(id, now);
+                    }
+                    batch = self.engine().new_batch();
+                    fused = NONE;
+                }
+            }
+        }
+        let e = self.engine();
+        if e.batches[batch as usize].reads_left == 0 {
+            e.free_batches.push(batch);
+        }
+        for &r in &reads {
+            self.enqueue_at(r, now);
+        }
+        self.engine().scratch_reads = reads;
+    }
+
+    /// Translate a request issued at `issue_ns` (the engine's present) into transactions.
+    pub(crate) fn engine_submit(
+        &mut self,
+        req: &HostRequest,
+        issue_ns: u64,
+        slot: u32,
+    ) -> Result<(), DeviceError> {
+        self.check_range(req)?;
+        self.requests_seen += 1;
+        // `self.work` holds the background GC done since the last request (its log row
+        // carries it, as on the reservation path); it is cleared once the row is made.
+        {
+            let e = self.engine();
+            if e.requests.len() <= slot as usize {
+                e.requests
+                    .resize(slot as usize + 1, RequestState::default());
+            }
+            e.requests[slot as usize] = RequestState {
+                // One part for the request itself, released at the end of translation, so it
+                // cannot complete while its transactions are still being created.
+                pending: 1,
+                complete_ns: issue_ns,
+                ..Default::default()
+            };
+        }
+        let page = self.page_size() as u64;
+        let first_lpa = req.offset / page;
+        let pages = if req.length == 0 {
+            0
+        } else {
+            (req.offset + req.length - 1) / page - first_lpa + 1
+        };
+        let cpu = &self.config.controller;
+        let mut start = issue_ns;
+        if cpu.cpu_ns_per_request > 0 || cpu.cpu_ns_per_page > 0 {
+            start =
+                start.max(self.cpu_free_ns) + cpu.cpu_ns_per_request + cpu.cpu_ns_per_page * pages;
+            self.cpu_free_ns = start;
+        }
+        let result = match req.op {
+            Op::Read => self.engine_read(req, start, first_lpa, pages, slot),
+            Op::Write => self.engine_write(req, start, first_lpa, pages, slot),
+            Op::Trim => {
+                self.execute_trim(req, first_lpa, pages);
+                Ok(())
+            }
+            Op::Flush => {
+                let e = self.engine();
+                let watermark = e.buffer_next_id;
+                let oldest = e.buffer_outstanding.first().copied().unwrap_or(u64::MAX);
+                if oldest < watermark {
+                    e.request(slot).pending += 1;
+                    e.flushes.push((watermark, slot));
+                }
+                Ok(())
+            }
+        };
+        if self.request_log.is_some() {
+            // The flash work is known now; the duration when the request completes (the row
+            // holds the issue time until then).
+            let mut row = super::request_log_row(
+                self.requests_seen,
+                req,
+                issue_ns,
+                issue_ns,
+                page,
+                &self.work,
+            );
+            row.duration_ns = issue_ns;
+            self.engine().request(slot).log_row = Some(row);
+        }
+        self.work = Default::default();
+        self.engine().part_done(slot, start);
+        result
+    }
+
+    fn engine_read(
+        &mut self,
+        req: &HostRequest,
+        start: u64,
+        first_lpa: u64,
+        pages: u64,
+        slot: u32,
+    ) -> Result<(), DeviceError> {
+        let page = self.page_size() as u64;
+        let bits = self.geo.bits_per_cell as usize;
+        let mut mapped: Vec<(u32, u64)> = Vec::with_capacity(pages as usize);
+        let mut unmapped_bytes = 0;
+        for i in 0..pages {
+            let lpa = first_lpa + i;
+            let (lo, hi) = page_span(req, lpa, page);
+            match self.ftl.lookup(lpa, &mut self.ops) {
+                Some(ppa) => mapped.push((ppa, hi - lo)),
+                None if self.config.host.unmapped_read == UnmappedRead::Flash => {
+                    let plane = self.geo.stripe_order[(lpa % self.geo.planes as u64) as usize];
+                    mapped.push((
+                        self.geo.first_page(plane * self.geo.blocks_per_plane),
+                        hi - lo,
+                    ));
+                }
+                None => unmapped_bytes += hi - lo,
+            }
+        }
+        if unmapped_bytes > 0 {
+            let end = self
+                .link_out
+                .reserve(start, self.link_ns(unmapped_bytes), start);
+            let e = self.engine();
+            e.request(slot).complete_ns = e.request(slot).complete_ns.max(end);
+        }
+        let melding = self.config.host.melded_reads && bits > 1 && mapped.len() >= bits;
+        if melding {
+            mapped.sort_unstable_by_key(|&(ppa, _)| ppa);
+        }
+        let mut i = 0;
+        while i < mapped.len() {
+            let ppa = mapped[i].0;
+            let whole_wordline = melding
+                && i + bits <= mapped.len()
+                && self.geo.page_type(ppa) == 0
+                && self.geo.wordline(mapped[i + bits - 1].0) == self.geo.wordline(ppa)
+                && mapped[i + bits - 1].0 == ppa + bits as u32 - 1;
+            let (array_ns, n) = if whole_wordline {
+                self.flash.melded_reads += 1;
+                (self.derived.melded_read_ns, bits)
+            } else {
+                (self.derived.read_ns[self.geo.page_type(ppa) as usize], 1)
+            };
+            let host_bytes: u64 = mapped[i..i + n].iter().map(|&(_, b)| b).sum();
+            let mut t = self.at_page(txn(TxnKind::Read, TxnClass::HostRead, array_ns), ppa);
+            t.transfers = n as u32;
+            t.decode_pages = n as u32;
+            t.host_bytes = host_bytes;
+            t.request = slot;
+            self.flash.array_reads += n as u64;
+            self.flash.bytes_transferred += n as u64 * page;
+            self.flash.codewords_decoded += n as u64 * self.derived.codewords_per_page as u64;
+            self.work.reads += n as u32;
+            self.work.flash_ns += array_ns + n as u64 * self.derived.page_transfer_ns;
+            self.work.first_ppa.get_or_insert(ppa);
+            let e = self.engine();
+            let id = e.new_txn(t);
+            e.queued_work_ns[t.die as usize] += array_ns;
+            e.request(slot).pending += 1;
+            self.enqueue_at(id, start);
+            i += n;
+        }
+        Ok(())
+    }
+
+    fn engine_write(
+        &mut self,
+        req: &HostRequest,
+        start: u64,
+        first_lpa: u64,
+        pages: u64,
+        slot: u32,
+    ) -> Result<(), DeviceError> {
+        let handle = self.placement.resolve(&req.hint)?;
+        let page = self.page_size() as u64;
+        let encode = self.derived.encode_ns;
+        let buffer_pages = self.config.controller.write_buffer_pages;
+        for i in 0..pages {
+            let lpa = first_lpa + i;
+            let (lo, hi) = page_span(req, lpa, page);
+            let link = self.link_ns(hi - lo);
+            let arrive = if link == 0 {
+                start
+            } else {
+                self.link_in_free_ns.max(start) + link
+            };
+            self.link_in_free_ns = self.link_in_free_ns.max(arrive);
+            let plane = {
+                let e = self.engine.as_ref().expect("engine");
+                self.allocator.choose(handle, &e.die_load_ns, start)
+            };
+            self.ops.clear();
+            let mut ops = std::mem::take(&mut self.ops);
+            let outcome = self.ftl.write(
+                PageWrite {
+                    lpa,
+                    handle,
+                    plane,
+                    now_ns: start,
+                    host_bytes: (hi - lo) as u32,
+                },
+                &mut ops,
+            );
+            // Foreground GC: this write waits for it (throttling by the shortage).
+            self.gc_ops_to_txns(&ops, slot, TxnClass::HostWrite, false);
+            self.ops = ops;
+            let outcome = outcome?;
+            let partial = hi - lo < page;
+            self.store_page_write(req, lpa, (lo, hi), outcome, None);
+            self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
+            self.flash.programs += 1;
+            self.flash.oob_writes += 1;
+            self.flash.bytes_transferred += page;
+            let t_prog = self.derived.program_ns[self.geo.page_type(outcome.new) as usize];
+            self.work.programs += 1;
+            self.work.flash_ns += t_prog + self.derived.page_transfer_ns;
+            self.work.first_ppa.get_or_insert(outcome.new);
+            let mut program = self.at_page(
+                txn(TxnKind::Program, TxnClass::HostWrite, t_prog),
+                outcome.new,
+            );
+            program.transfers = 1;
+            program.not_before_ns = arrive + encode;
+            let rmw_old = outcome.old.filter(|_| partial);
+            program.gates = rmw_old.is_some() as u8;
+            let e = self.engine();
+            let buffered = buffer_pages > 0;
+            let mut waiting = false;
+            if buffered {
+                program.buffer_id = Some(e.buffer_next_id);
+                e.buffer_outstanding.insert(e.buffer_next_id);
+                e.buffer_next_id += 1;
+                if e.buffer_used < buffer_pages {
+                    e.buffer_used += 1;
+                    let r = e.request(slot);
+                    r.complete_ns = r.complete_ns.max(arrive);
+                } else {
+                    // Data stays on the host until a buffer slot frees.
+                    program.gates += 1;
+                    waiting = true;
+                    e.request(slot).pending += 1;
+                }
+            } else {
+                program.request = slot;
+                e.request(slot).pending += 1;
+            }
+            let p = e.new_txn(program);
+            e.queued_work_ns[program.die as usize] += t_prog;
+            if waiting {
+                e.buffer_waiting.push_back((p, slot, arrive));
+            }
+            if let Some(old) = rmw_old {
+                self.flash.rmw_reads += 1;
+                self.flash.array_reads += 1;
+                self.flash.bytes_transferred += page;
+                self.flash.codewords_decoded += self.derived.codewords_per_page as u64;
+                let t_read = self.derived.read_ns[self.geo.page_type(old) as usize];
+                self.work.reads += 1;
+                self.work.flash_ns += t_read + self.derived.page_transfer_ns;
+                let mut read = self.at_page(txn(TxnKind::Read, TxnClass::HostWrite, t_read), old);
+                read.transfers = 1;
+                read.next = p;
+                read.after_ns = self.derived.decode_ns;
+                let e = self.engine();
+                if !buffered {
+                    read.request = slot;
+                    e.request(slot).pending += 1;
+                }
+                let r = e.new_txn(read);
+                e.queued_work_ns[read.die as usize] += t_read;
+                self.enqueue_at(r, start);
+            }
+            if program.gates == 0 {
+                self.enqueue_at(p, arrive + encode);
+            }
+        }
+        Ok(())
+    }
+
+    /// Process events until the earliest completion is final, and return it; with `limit`,
+    /// only a completion at or before it (events after it stay queued).
+    pub(crate) fn engine_next_completion(
+        &mut self,
+        limit: Option<u64>,
+    ) -> Result<Option<EngineCompletion>, DeviceError> {
+        loop {
+            let e = self.engine.as_ref().expect("engine");
+            let next_event = e.events.peek().map(|Reverse((t, _, _))| *t);
+            let next_done = e.done.peek().map(|Reverse((t, _, _))| *t);
+            match (next_done, next_event) {
+                (Some(done), ev) if ev.is_none_or(|ev| done <= ev) => {
+                    if limit.is_some_and(|l| done > l) {
+                        return Ok(None);
+                    }
+                    let e = self.engine();
+                    let Reverse((complete_ns, _, slot)) = e.done.pop().expect("a completion");
+                    let r = e.requests[slot as usize];
+                    return Ok(Some(EngineCompletion {
+                        slot,
+                        log_row: r.log_row.map(|mut row| {
+                            row.duration_ns = complete_ns - row.duration_ns;
+                            row
+                        }),
+                        complete_ns,
+                        queue_ns: r.queue_ns,
+                        uncorrectable: r.uncorrectable,
+                    }));
+                }
+                (_, Some(ev)) => {
+                    if limit.is_some_and(|l| ev > l) {
+                        return Ok(None);
+                    }
+                    self.process_event()?;
+                }
+                (_, None) => return Ok(None),
+            }
+        }
+    }
+
+    /// The run has issued its last request.
+    pub(crate) fn engine_source_done(&mut self) {
+        if let Some(e) = self.engine.as_mut() {
+            e.source_done = true;
+        }
+    }
+
+    /// Move the engine's clock to `time_ns` (an issue time no earlier than every event
+    /// processed so far).
+    pub(crate) fn engine_set_now(&mut self, time_ns: u64) {
+        let e = self.engine();
+        e.now_ns = e.now_ns.max(time_ns);
+    }
+
+    fn process_event(&mut self) -> Result<(), DeviceError> {
+        let e = self.engine();
+        let Some(Reverse((time, _, event))) = e.events.pop() else {
+            return Ok(());
+        };
+        e.now_ns = e.now_ns.max(time);
+        match event {
+            Event::DieFree { die, generation } => self.die_free(die, generation),
+            Event::ReadDone { leader } => self.read_done(leader),
+            Event::Enqueue { txn } => self.enqueue_at(txn, time),
+            Event::IdleGc { die } => self.idle_gc(die)?,
+        }
+        Ok(())
+    }
+
+    /// Finish every queued operation (buffered programs, GC) and hand the dies back to the
+    /// reservation timeline.
+    pub(crate) fn engine_drain(&mut self) -> Result<(), DeviceError> {
+        // Bounded: each event either completes work or is stale; background GC stops once
+        // the planes are above their watermark.
+        let mut budget: u64 = 1 << 40;
+        while self.engine.as_ref().is_some_and(|e| !e.events.is_empty()) {
+            // Background GC on an idle device would continue: only finish what is queued.
+            let e = self.engine();
+            if let Some(Reverse((_, _, Event::IdleGc { .. }))) = e.events.peek() {
+                e.events.pop();
+                continue;
+            }
+            self.process_event()?;
+            budget -= 1;
+            if budget == 0 {
+                return Err(DeviceError::Run("event engine did not drain"));
+            }
+        }
+        if let Some(e) = self.engine.take() {
+            e.hand_back(&mut self.timeline);
+        }
+        Ok(())
+    }
+}
