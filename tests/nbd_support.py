@@ -178,7 +178,8 @@ class ServerOptions:
     small: bool = False
     #: Listen on 127.0.0.1 (a free port) instead of a Unix socket.
     tcp: bool = False
-    #: More ``ssdlab serve`` flags (TLS credentials, ``--image``); not for the reference server.
+    #: More ``ssdlab serve`` flags (limits, TLS credentials, ``--image``); tests that pass
+    #: them need the emulator, not the reference server.
     extra_args: tuple[str, ...] = ()
 
 

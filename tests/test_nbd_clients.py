@@ -243,6 +243,41 @@ def test_fio_load_eight_connections_with_verify(nbd_server: StartServer) -> None
             assert summary_totals(summary, op) == (fio.total_ios(op), fio.io_bytes(op)), op
 
 
+@pytest.mark.parametrize("clock", ["realtime", "virtual"])
+def test_fio_verify_within_tight_connection_limits(nbd_server: StartServer, clock: str) -> None:
+    """fio at queue depth 64 with requests up to 4 MiB, against a server that lets a
+    connection hold 4 requests and 1 MiB: back-pressure slows fio down, never fails it, and
+    every byte verifies."""
+    require_emulator("sets ssdlab serve's limits")
+    server = nbd_server(clock=clock, extra_args=("--max-in-flight", "4", "--max-buffered-mib", "1"))
+    fio = run_fio(
+        server,
+        {
+            "rw": "randwrite",
+            "bsrange": "4k-4m",
+            "size": 32 * MIB,
+            "iodepth": 64,
+            "numjobs": 2,
+            "offset_increment": 32 * MIB,
+            "verify": "crc32c",
+            "verify_fatal": 1,
+            "verify_state_save": 0,
+            "time_based": 1,
+            "runtime": 3,
+        },
+        name="tight",
+    )
+    assert fio.returncode == 0
+    summary = server.stop()
+    assert summary is not None
+    emulator = summary["emulator"]
+    assert emulator["limits"]["max_requests_in_flight"] == 4
+    assert emulator["backpressure_waits"] > 0
+    # One request may exceed the budget alone: 4 MiB here, plus the input window.
+    assert emulator["peak_connection_buffered_bytes"] <= 6 * MIB
+    assert emulator["closed_by_server"]["stall_timeouts"] == 0
+
+
 # --- qemu-io, nbdcopy, nbdinfo ----------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import pytest
 
 import ssdlab
 from nbd_support import MIB, NbdServer, require_emulator, run, tool
+from ssdlab.cli import format_emulator
 from support import PRESET, TINY_OVERRIDES
 
 StartServer = Callable[..., NbdServer]
@@ -394,3 +396,81 @@ def test_python_server_argument_errors(tmp_path: Path) -> None:
     missing = tmp_path / "missing.img"
     with pytest.raises(ssdlab.ConfigError, match="does not exist, and a read-only export"):
         ssdlab.Server(PRESET, overrides=list(TINY_OVERRIDES), port=0, read_only=True, image=missing)
+
+
+def test_python_server_tls_under_small_limits(tmp_path: Path, certificates: Path) -> None:
+    """TLS and the limits together: pipelined requests in TLS records get correct replies
+    under a 2-request, 1 MiB budget, and a client that stalls in the middle of the TLS
+    handshake (a byte at a time) is closed by the handshake timeout."""
+    socket_path = Path(tempfile.mkdtemp(prefix="ssdtls-", dir="/tmp")) / "nbd.sock"
+    piece, pieces = 128 * 1024, 16
+    data = random.Random(9).randbytes(piece * pieces)
+    with ssdlab.Server(
+        PRESET,
+        overrides=list(TINY_OVERRIDES),
+        socket=socket_path,
+        clock="virtual",
+        tls_cert=certificates / "server-cert.pem",
+        tls_key=certificates / "server-key.pem",
+        max_requests_in_flight=2,
+        max_buffered_bytes=MIB,
+        handshake_timeout_s=0.5,
+    ) as server:
+        client = StartTlsClient(str(socket_path), certificates / "ca-cert.pem")
+        writes = b"".join(
+            struct.pack(">IHHQQI", 0x25609513, 0, 1, i, i * piece, piece)
+            + data[i * piece : (i + 1) * piece]
+            for i in range(pieces)
+        )
+        client.sock.sendall(writes)
+        cookies = []
+        for _ in range(pieces):
+            _, error, cookie = struct.unpack(">IIQ", client._recv(16))
+            assert error == 0
+            cookies.append(cookie)
+        assert sorted(cookies) == list(range(pieces))
+        reads = b"".join(
+            struct.pack(">IHHQQI", 0x25609513, 0, 0, i, (pieces - 1 - i) * piece, piece)
+            for i in range(pieces)
+        )
+        client.sock.sendall(reads)
+        for _ in range(pieces):
+            _, error, cookie = struct.unpack(">IIQ", client._recv(16))
+            assert error == 0
+            at = (pieces - 1 - cookie) * piece
+            assert client._recv(piece) == data[at : at + piece], f"read {cookie}"
+        client.close()
+
+        # STARTTLS, then a TLS record header announcing 512 bytes and a byte every 100 ms.
+        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        raw.settimeout(10)
+        raw.connect(str(socket_path))
+        assert raw.recv(18)[:8] == b"NBDMAGIC"
+        raw.sendall(struct.pack(">I", 3) + struct.pack(">QII", 0x49484156454F5054, 5, 0))
+        assert struct.unpack(">QIII", raw.recv(20))[2] == 1  # ACK
+        started = time.monotonic()
+        raw.sendall(bytes([0x16, 0x03, 0x01, 0x02, 0x00]))
+        closed_after = None
+        while time.monotonic() - started < 5:
+            time.sleep(0.1)
+            try:
+                raw.sendall(b"\x01")
+            except OSError:  # EPIPE: the server closed the socket
+                closed_after = time.monotonic() - started
+                break
+        raw.close()
+        assert closed_after is not None, "the stalled TLS handshake is still open"
+        assert 0.4 <= closed_after < 1.5, closed_after
+    summary = server.summary
+    assert summary is not None
+    emulator = summary["emulator"]
+    assert emulator["tls"]["mode"] == "require"
+    assert emulator["closed_by_server"]["handshake_timeouts"] == 1
+    assert emulator["limits"]["max_requests_in_flight"] == 2
+    assert emulator["backpressure_waits"] > 0
+    assert summary["jobs"][0]["read"]["total_ios"] == pieces
+    # The normal output of ``ssdlab serve`` shows both.
+    text = format_emulator(emulator)
+    assert "handshake timeouts=1" in text
+    assert "TLS require (x509 credentials)" in text
+    socket_path.parent.rmdir()

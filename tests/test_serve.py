@@ -216,3 +216,255 @@ def test_cli_serves_until_sigterm_and_writes_the_summary(short_dir: Path) -> Non
     assert summary["emulator"]["connections"] == 1
     assert len(log.read_text().splitlines()) == 2
     assert not sock.exists(), "the socket file is removed on shutdown"
+
+
+# -- shutdown summary, hostnames, restarts, a failing stats log -------------------------------
+
+#: 2 dies x 256 blocks x 64 pages of 4 KiB: 96 MiB logical, room for 32 MiB requests.
+ROOMY_OVERRIDES = (
+    *(o for o in TINY_OVERRIDES if not o.startswith(("geometry.blocks", "geometry.pages"))),
+    "geometry.blocks_per_plane=256",
+    "geometry.pages_per_block=64",
+)
+
+
+class ServeProcess:
+    """``ssdlab serve`` as a subprocess on a Unix socket; stopped with SIGTERM."""
+
+    def __init__(self, sock: Path, *args: str, overrides: tuple[str, ...] = TINY_OVERRIDES):
+        self.sock = sock
+        command = [sys.executable, "-m", "ssdlab", "serve", "slc", *set_args(overrides)]
+        command += ["--socket", str(sock), *args]
+        self.proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 30
+        while not sock.exists():
+            if self.proc.poll() is not None:
+                _, err = self.proc.communicate()
+                raise AssertionError(f"server exited: {err}")
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.05)
+
+    def rss_bytes(self) -> int:
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
+        return int(kib) * 1024
+
+    def stop(self) -> tuple[int, str, str]:
+        """SIGTERM; returns (status, stdout, stderr)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = self.proc.communicate(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        return self.proc.returncode, out, err
+
+
+@pytest.mark.parametrize("clock", ["realtime", "virtual"])
+def test_cli_prints_the_normal_summary_at_shutdown(short_dir: Path, clock: str) -> None:
+    server = ServeProcess(short_dir / "s", "--clock", clock)
+    client = MiniClient(str(server.sock))
+    assert client.write(0, b"\x5a" * 8192) == 0
+    assert client.read(0, 8192) == b"\x5a" * 8192
+    client.close()
+    status, out, err = server.stop()
+    assert status == 0, err
+    assert "Traceback" not in err
+    assert "Emulator:" in out
+    assert f"clock={clock}, connections=1, requests=3" in out
+    assert "closed by the server: evicted=0" in out
+    if clock == "realtime":
+        assert "compensation)" in out
+        assert "deadline misses=" in out
+
+
+def test_hostnames_resolve_for_bind() -> None:
+    with ssdlab.Server(
+        "slc", port=0, host="localhost", clock="virtual", overrides=TINY_OVERRIDES
+    ) as server:
+        # IPv4 is preferred when the name has both kinds of address.
+        assert server.uri.startswith("nbd://127.0.0.1:")
+        port = int(server.uri.rsplit(":", 1)[1].split("/")[0])
+        client = MiniClient(("127.0.0.1", port))
+        assert client.write(0, b"y" * 4096) == 0
+        client.close()
+
+
+def test_a_host_that_does_not_resolve_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "slc", "--port", "0", "--bind", "no-such-host.invalid"]) == 2
+    err = capsys.readouterr().err
+    assert "ssdlab: error: host 'no-such-host.invalid' does not resolve" in err.replace('"', "'")
+    assert "Traceback" not in err
+
+
+def test_start_after_stop_raises_a_clear_error(short_dir: Path) -> None:
+    server = ssdlab.Server(
+        "slc", socket=short_dir / "s", clock="virtual", overrides=TINY_OVERRIDES
+    ).start()
+    first = server.stop()
+    assert server.stop() == first, "stopping twice returns the same summary"
+    with pytest.raises(ssdlab.SsdlabError, match="create a new Server"):
+        server.start()
+    # A new server on the same socket serves again.
+    with ssdlab.Server("slc", socket=short_dir / "s", clock="virtual", overrides=TINY_OVERRIDES):
+        MiniClient(str(short_dir / "s")).close()
+
+
+def test_a_stats_log_that_cannot_be_written_is_reported_at_once(short_dir: Path) -> None:
+    server = ServeProcess(short_dir / "s", "--clock", "virtual", "--stats-log", "/dev/full")
+    client = MiniClient(str(server.sock))
+    assert client.write(0, bytes(4096)) == 0
+    # Reported while still serving, not only at the end.
+    assert server.proc.stderr is not None
+    os.set_blocking(server.proc.stderr.fileno(), False)
+    seen = ""
+    deadline = time.monotonic() + 10
+    while "warning: writing the request log" not in seen:
+        assert time.monotonic() < deadline, f"no warning on stderr: {seen!r}"
+        seen += server.proc.stderr.read() or ""
+        time.sleep(0.05)
+    assert "No space left on device" in seen
+    assert client.read(0, 4096) == bytes(4096), "still serving"
+    client.close()
+    os.set_blocking(server.proc.stderr.fileno(), True)
+    status, out, err = server.stop()
+    assert status == 0, seen + err
+    assert "Emulator:" in out
+    assert "stats log: not written completely (No space left on device" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-connections", "0"], "--max-connections must be at least 1"),
+        (["--max-in-flight", "-3"], "--max-in-flight must be at least 1"),
+        (["--handshake-timeout", "nan"], "--handshake-timeout must be a positive"),
+        (["--stall-timeout", "0"], "--stall-timeout must be a positive"),
+        (["--idle-timeout", "-1"], "--idle-timeout must be >= 0"),
+        (["--max-buffered-mib", "0.5"], "--max-buffered-mib must be at least 1"),
+        (["--max-connections", "100000"], "max_connections: expected 1..=16384"),
+    ],
+)
+def test_bad_limits_are_usage_errors(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "slc", "--socket", "/tmp/ssdlab-unused.sock", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_limits_are_flags_with_their_defaults_in_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    defaults = ssdlab.Server.default_limits()
+    assert "--max-connections N connections served at once" in text
+    assert f"(default {defaults['max_connections']})" in text
+    assert "(default 64)" in text  # --max-buffered-mib, and --max-handshakes
+    assert "(default 10)" in text
+    assert "(default 60)" in text
+
+
+def test_limits_are_reported_in_the_summary(short_dir: Path) -> None:
+    with ssdlab.Server(
+        "slc",
+        socket=short_dir / "s",
+        clock="virtual",
+        overrides=TINY_OVERRIDES,
+        max_connections=3,
+        idle_timeout_s=30,
+        max_buffered_bytes=2 << 20,
+    ) as server:
+        MiniClient(str(short_dir / "s")).close()
+    limits = server.summary["emulator"]["limits"]
+    assert limits["max_connections"] == 3
+    assert limits["idle_timeout_s"] == 30
+    assert limits["max_buffered_bytes"] == 2 << 20
+    assert limits["max_handshakes"] == ssdlab.Server.default_limits()["max_handshakes"]
+
+
+# -- memory under attack ----------------------------------------------------------------------
+
+MIB = 1 << 20
+MAX_REQUEST = 32 * MIB
+
+
+def _header(command: int, cookie: int, offset: int, length: int) -> bytes:
+    return struct.pack(">IHHQQI", REQUEST_MAGIC, 0, command, cookie, offset, length)
+
+
+def test_rss_stays_bounded_under_unread_replies_and_missing_payloads(short_dir: Path) -> None:
+    """The issue's attacks against ``ssdlab serve`` (real-time clock, default limits): three
+    clients pipeline 300 READs of 32 MiB and never read a reply, forty send a 32 MiB WRITE
+    header without its payload. RSS stays below 256 MiB plus the per-connection budgets of the
+    clients that can hold replies, and a well-behaved client keeps its data."""
+    budget = ssdlab.Server.default_limits()["max_buffered_bytes"]
+    server = ServeProcess(short_dir / "s", overrides=ROOMY_OVERRIDES)
+    attackers: list[socket.socket] = []
+    try:
+        baseline = server.rss_bytes()
+        readers = [MiniClient(str(server.sock)) for _ in range(3)]
+        for r in readers:
+            r.sock.sendall(b"".join(_header(READ, i, 0, MAX_REQUEST) for i in range(300)))
+        for i in range(40):
+            w = MiniClient(str(server.sock))
+            w.sock.sendall(_header(WRITE, i, 0, MAX_REQUEST))
+            attackers.append(w.sock)
+        good = MiniClient(str(server.sock))
+        peak = 0
+        deadline = time.monotonic() + 3
+        round_ = 0
+        while time.monotonic() < deadline:
+            data = os.urandom(4096)
+            assert good.write(round_ % 64 * 4096, data) == 0
+            assert good.read(round_ % 64 * 4096, 4096) == data
+            peak = max(peak, server.rss_bytes())
+            round_ += 1
+            time.sleep(0.02)
+        good.close()
+        bound = 256 * MIB + 3 * budget
+        print(f"RSS: {baseline / MIB:.0f} MiB at start, {peak / MIB:.0f} MiB peak under attack")
+        assert peak < bound, f"RSS {peak / MIB:.0f} MiB >= {bound / MIB:.0f} MiB"
+        attackers += [r.sock for r in readers]
+    finally:
+        for s in attackers:
+            s.close()
+        status, _, err = server.stop()
+    assert status == 0, err
+
+
+def test_idle_and_silent_connections_at_the_default_caps_do_not_lock_clients_out(
+    short_dir: Path,
+) -> None:
+    """256 idle clients in transmission and 70 that never negotiate (more than both default
+    caps): a new well-behaved client is served, and RSS stays bounded."""
+    defaults = ssdlab.Server.default_limits()
+    server = ServeProcess(short_dir / "s", "--clock", "virtual")
+    idle: list[MiniClient] = []
+    silent: list[socket.socket] = []
+    try:
+        idle = [MiniClient(str(server.sock)) for _ in range(defaults["max_connections"])]
+        for _ in range(defaults["max_handshakes"] + 6):
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(10)
+            s.connect(str(server.sock))
+            silent.append(s)
+        for round_ in range(3):
+            good = MiniClient(str(server.sock))
+            data = os.urandom(8192)
+            assert good.write(round_ * 8192, data) == 0
+            assert good.read(round_ * 8192, 8192) == data
+            good.close()
+        rss = server.rss_bytes()
+        print(
+            f"RSS with {len(idle)} idle and {len(silent)} silent connections: {rss / MIB:.0f} MiB"
+        )
+        assert rss < 256 * MIB
+    finally:
+        for c in idle:
+            c.sock.close()
+        for s in silent:
+            s.close()
+        status, out, err = server.stop()
+    assert status == 0, err
+    assert "evicted=1" in out or "evicted=2" in out or "evicted=3" in out

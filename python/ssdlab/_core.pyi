@@ -1,6 +1,7 @@
 """Type stub of the native module ``ssdlab._core`` (crates/ssdlab-py). Keep in step with it."""
 
 import os
+from collections.abc import Callable
 
 __version__: str
 
@@ -88,6 +89,13 @@ class Server:
         export_name: str = "ssdlab",
         miss_threshold_ns: int = 10_000,
         compensation_ns: int | None = None,
+        max_connections: int | None = None,
+        max_handshakes: int | None = None,
+        handshake_timeout_s: float | None = None,
+        idle_timeout_s: float | None = None,
+        stall_timeout_s: float | None = None,
+        max_requests_in_flight: int | None = None,
+        max_buffered_bytes: int | None = None,
         tls: str | None = None,
         tls_cert: str | None = None,
         tls_key: str | None = None,
@@ -95,8 +103,11 @@ class Server:
         insecure: bool = False,
         image: str | None = None,
     ) -> None: ...
+    @staticmethod
+    def default_limits() -> dict[str, float]: ...
     @property
     def uri(self) -> str: ...
+    def take_warnings(self) -> list[str]: ...
     def start(self) -> None: ...
     def stop(self) -> str: ...
-    def serve_forever(self) -> None: ...
+    def serve_forever(self, on_warning: Callable[[str], None] | None = None) -> None: ...

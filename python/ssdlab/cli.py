@@ -167,7 +167,8 @@ def _parser() -> argparse.ArgumentParser:
         "--bind",
         default="127.0.0.1",
         metavar="ADDR",
-        help="TCP address to bind (default 127.0.0.1: loopback only)",
+        help="TCP address or host name to bind (default 127.0.0.1: loopback only; any other "
+        "needs --tls=require or --insecure)",
     )
     serve.add_argument(
         "--clock",
@@ -196,6 +197,7 @@ def _parser() -> argparse.ArgumentParser:
         help="real time: send replies this many microseconds early to make up for the client's "
         "own round-trip overhead (default auto: measured per connection; 0: off)",
     )
+    _add_limit_flags(serve)
     serve.add_argument(
         "--tls",
         choices=("off", "on", "require"),
@@ -423,6 +425,101 @@ def _si(value: float) -> str:
 
 # -- serve ---------------------------------------------------------------------------------------
 
+MIB = 1 << 20
+
+
+def _add_limit_flags(serve: argparse.ArgumentParser) -> None:
+    """The server's limits; defaults come from the Rust side, so that they live in one place."""
+    d = _core.Server.default_limits()
+    limits = serve.add_argument_group(
+        "limits", "what clients can make the server hold, and for how long"
+    )
+    limits.add_argument(
+        "--max-connections",
+        type=int,
+        default=d["max_connections"],
+        metavar="N",
+        help="connections served at once; a new one evicts the connection quiet longest "
+        "(default %(default)s)",
+    )
+    limits.add_argument(
+        "--max-handshakes",
+        type=int,
+        default=d["max_handshakes"],
+        metavar="N",
+        help="connections still negotiating, counted apart; the oldest is closed "
+        "(default %(default)s)",
+    )
+    limits.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=d["handshake_timeout_s"],
+        metavar="S",
+        help="seconds a client has to finish the handshake (default %(default)g)",
+    )
+    limits.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=d["idle_timeout_s"],
+        metavar="S",
+        help="close a connection with nothing outstanding after S seconds without a request "
+        "(default %(default)g: never, as a mounted file system may be idle for hours)",
+    )
+    limits.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=d["stall_timeout_s"],
+        metavar="S",
+        help="close a connection waiting on its client (the rest of a request, or room for "
+        "replies it does not read) after S seconds (default %(default)g)",
+    )
+    limits.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=d["max_requests_in_flight"],
+        metavar="N",
+        help="requests per connection whose replies are not sent yet; beyond, the server stops "
+        "reading the connection (default %(default)s)",
+    )
+    limits.add_argument(
+        "--max-buffered-mib",
+        type=float,
+        default=d["max_buffered_bytes"] / MIB,
+        metavar="MIB",
+        help="input and replies one connection may hold, in MiB (at least 1); beyond, the "
+        "server stops reading the connection (default %(default)g)",
+    )
+
+
+def _limit_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The limit flags, checked, as keyword arguments of ``Server``."""
+    for flag, value in (
+        ("--max-connections", args.max_connections),
+        ("--max-handshakes", args.max_handshakes),
+        ("--max-in-flight", args.max_in_flight),
+    ):
+        if value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}")
+    for flag, value in (
+        ("--handshake-timeout", args.handshake_timeout),
+        ("--stall-timeout", args.stall_timeout),
+    ):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
+    if not (math.isfinite(args.idle_timeout) and args.idle_timeout >= 0):
+        raise UsageError(f"--idle-timeout must be >= 0 seconds (0: never), got {args.idle_timeout}")
+    if not (math.isfinite(args.max_buffered_mib) and args.max_buffered_mib >= 1):
+        raise UsageError(f"--max-buffered-mib must be at least 1, got {args.max_buffered_mib}")
+    return {
+        "max_connections": args.max_connections,
+        "max_handshakes": args.max_handshakes,
+        "handshake_timeout_s": args.handshake_timeout,
+        "idle_timeout_s": args.idle_timeout,
+        "stall_timeout_s": args.stall_timeout,
+        "max_requests_in_flight": args.max_in_flight,
+        "max_buffered_bytes": round(args.max_buffered_mib * MIB),
+    }
+
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from ssdlab.serve import Server
@@ -449,6 +546,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     ):
         if path is not None and not os.path.isdir(os.path.dirname(path) or "."):
             raise UsageError(f"{option} {path}: no such directory")
+    limits = _limit_kwargs(args)
     server = Server(
         args.config,
         socket=args.socket,
@@ -462,6 +560,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         export_name=args.export_name,
         miss_threshold_ns=round(args.miss_threshold_us * 1000),
         compensation_ns=compensation_ns,
+        **limits,
         tls=args.tls,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
@@ -495,13 +594,35 @@ def format_emulator(emu: dict[str, Any]) -> str:
         f"  wall time={emu['wall_time_ns'] / 1e9:.3f}s, sim time={emu['sim_time_ns'] / 1e9:.6f}s",
     ]
     if emu["clock"] == "realtime":
+        compensation = emu["compensation"]
         lines.append(
-            f"  replies sent {emu['delivery_compensation_ns'] / 1e3:.1f}us early (delivery)"
+            f"  replies sent {compensation['mean_ns'] / 1e3:.1f}us early on average "
+            f"({compensation['mode']} compensation)"
         )
         lines.append(
             f"  deadline misses={misses['count']} (> {misses['threshold_ns'] / 1e3:g}us late; "
             f"lateness avg={_us(late['mean'])}us, p99={_us(late['p99'])}us, "
             f"max={_us(late['max'])}us)"
+        )
+    closed = emu["closed_by_server"]
+    lines.append(
+        f"  back-pressure waits={emu['backpressure_waits']}, "
+        f"peak buffered={emu['peak_buffered_bytes'] / MIB:.1f}MiB"
+    )
+    lines.append(
+        "  closed by the server: "
+        + ", ".join(f"{k.replace('_', ' ')}={v}" for k, v in closed.items())
+    )
+    if emu["stats_log_error"]:
+        lines.append(f"  stats log: not written completely ({emu['stats_log_error']})")
+    tls = emu["tls"]
+    if tls["mode"] != "off":
+        lines.append(f"  TLS {tls['mode']} ({tls['credentials']} credentials)")
+    image = emu["image"]
+    if image is not None:
+        lines.append(
+            f"  image {image['path']}: {image['loaded_bytes'] / MIB:.1f}MiB loaded at start, "
+            f"syncs={image['syncs']}"
         )
     return "\n".join(lines) + "\n"
 

@@ -25,7 +25,19 @@ with the same contents.
 
 The summary has fio's job layout (simulated latencies), the ``ssd`` section of ``ssdlab run``
 and an ``emulator`` section (connections, error replies, deadline misses and how late replies
-went out).
+went out, the limits, connections the server closed, peak buffered bytes, TLS and the image).
+
+Limits keep hostile or broken clients from taking the server down (defaults from
+``Server.default_limits()``): per connection, ``max_requests_in_flight`` and
+``max_buffered_bytes`` (input and replies held; beyond them the server stops reading the
+client's socket); ``max_connections`` in transmission (a new one evicts the connection quiet
+longest) and ``max_handshakes`` still negotiating (the oldest is closed); ``handshake_timeout_s``
+for the whole handshake, ``stall_timeout_s`` for a connection waiting on its client (the rest of
+a request, or room for replies it does not read) and ``idle_timeout_s`` (``None`` or 0: never)
+for one with nothing outstanding. The limits apply to TLS connections alike: the handshake
+timeout covers the TLS handshake, and buffered bytes are counted after decryption.
+
+A server serves once: ``start()`` after ``stop()`` raises ``SsdlabError``.
 """
 
 from __future__ import annotations
@@ -33,6 +45,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
+from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -61,6 +75,13 @@ class Server:
         export_name: str = "ssdlab",
         miss_threshold_ns: int = 10_000,
         compensation_ns: int | None = None,
+        max_connections: int | None = None,
+        max_handshakes: int | None = None,
+        handshake_timeout_s: float | None = None,
+        idle_timeout_s: float | None = None,
+        stall_timeout_s: float | None = None,
+        max_requests_in_flight: int | None = None,
+        max_buffered_bytes: int | None = None,
         tls: str | None = None,
         tls_cert: str | os.PathLike[str] | None = None,
         tls_key: str | os.PathLike[str] | None = None,
@@ -91,6 +112,13 @@ class Server:
             export_name=export_name,
             miss_threshold_ns=miss_threshold_ns,
             compensation_ns=compensation_ns,
+            max_connections=max_connections,
+            max_handshakes=max_handshakes,
+            handshake_timeout_s=handshake_timeout_s,
+            idle_timeout_s=idle_timeout_s,
+            stall_timeout_s=stall_timeout_s,
+            max_requests_in_flight=max_requests_in_flight,
+            max_buffered_bytes=max_buffered_bytes,
             tls=tls,
             tls_cert=_path(tls_cert),
             tls_key=_path(tls_key),
@@ -99,13 +127,22 @@ class Server:
             image=_path(image),
         )
 
+    @staticmethod
+    def default_limits() -> dict[str, float]:
+        """The limits used when a keyword is not given (``idle_timeout_s`` 0: none)."""
+        return dict(_core.Server.default_limits())
+
     @property
     def uri(self) -> str:
         """The export's NBD URI, e.g. ``nbd+unix:///ssdlab?socket=/tmp/ssd.sock``."""
         return self._handle.uri
 
+    def take_warnings(self) -> list[str]:
+        """Warnings raised while serving since the last call (e.g. the stats log failed)."""
+        return self._handle.take_warnings()
+
     def start(self) -> Server:
-        """Serve on a background thread."""
+        """Serve on a background thread; raises ``SsdlabError`` once stopped."""
         self._handle.start()
         return self
 
@@ -114,8 +151,12 @@ class Server:
         self.summary = json.loads(self._handle.stop())
         return self.summary
 
-    def serve_forever(self) -> dict[str, Any]:
-        """Serve until SIGINT or SIGTERM, then stop cleanly and return the summary."""
+    def serve_forever(self, on_warning: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Serve until SIGINT or SIGTERM, then stop cleanly and return the summary.
+
+        Warnings go to ``on_warning`` as they happen (default: a line on stderr).
+        """
+        report = on_warning or _print_warning
 
         def terminate(signum: int, frame: FrameType | None) -> None:
             raise KeyboardInterrupt
@@ -125,13 +166,16 @@ class Server:
             signum: signal.signal(signum, terminate) for signum in (signal.SIGINT, signal.SIGTERM)
         }
         try:
-            self._handle.serve_forever()
+            self._handle.serve_forever(report)
         except KeyboardInterrupt:
             pass
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-        return self.stop()
+        summary = self.stop()
+        for message in self.take_warnings():
+            report(message)
+        return summary
 
     def __enter__(self) -> Server:
         return self.start()
@@ -143,6 +187,10 @@ class Server:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _print_warning(message: str) -> None:
+    print(f"ssdlab serve: warning: {message}", file=sys.stderr, flush=True)
 
 
 def _path(path: str | os.PathLike[str] | None) -> str | None:

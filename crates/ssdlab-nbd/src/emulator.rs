@@ -12,6 +12,7 @@ use ssdlab_core::stats::{JobStats, LatencyStats};
 use ssdlab_core::{Completion, Device, DeviceError, HostRequest, Op};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -20,6 +21,8 @@ pub struct DeviceState {
     pub job: JobStats,
     pub log: Option<BufWriter<File>>,
     pub log_error: Option<io::Error>,
+    /// The log error was shown as a warning.
+    pub log_error_reported: bool,
 }
 
 /// Reply-timing figures of the real-time clock, summed over connections.
@@ -38,25 +41,50 @@ pub struct EmulatorCounters {
     /// Real time: compensation applied to replies (sum, in ns, and count).
     pub compensation_sum_ns: u64,
     pub compensated_replies: u64,
+    /// Times a connection stopped reading because a limit was reached (to wait for a held
+    /// reply's deadline, or for the client to take the replies written to it).
+    pub backpressure_waits: u64,
+    /// The most bytes one connection held at once.
+    pub peak_buffered_bytes: u64,
 }
 
 impl Default for EmulatorCounters {
+    /// The server's totals, with timing histograms.
     fn default() -> Self {
+        let mut c = EmulatorCounters::for_connection();
+        c.time_replies();
+        c
+    }
+}
+
+impl EmulatorCounters {
+    /// A connection's counters: the timing histograms (about 280 KiB each) are created at the
+    /// first timed reply, so that idle connections and virtual-clock ones cost none.
+    pub fn for_connection() -> Self {
         EmulatorCounters {
             connections: 0,
             requests: 0,
             error_replies: 0,
             protocol_errors: 0,
             deadline_misses: 0,
-            lateness: LatencyStats::new(true),
-            served: LatencyStats::new(true),
+            lateness: LatencyStats::new(false),
+            served: LatencyStats::new(false),
             compensation_sum_ns: 0,
             compensated_replies: 0,
+            backpressure_waits: 0,
+            peak_buffered_bytes: 0,
         }
     }
-}
 
-impl EmulatorCounters {
+    /// Give the timing statistics their histograms (before the first sample).
+    pub fn time_replies(&mut self) {
+        if !self.lateness.has_histogram() {
+            debug_assert_eq!(self.lateness.n, 0);
+            self.lateness = LatencyStats::new(true);
+            self.served = LatencyStats::new(true);
+        }
+    }
+
     pub fn merge(&mut self, other: &EmulatorCounters) {
         self.connections += other.connections;
         self.requests += other.requests;
@@ -67,6 +95,8 @@ impl EmulatorCounters {
         self.served.merge(&other.served);
         self.compensation_sum_ns += other.compensation_sum_ns;
         self.compensated_replies += other.compensated_replies;
+        self.backpressure_waits += other.backpressure_waits;
+        self.peak_buffered_bytes = self.peak_buffered_bytes.max(other.peak_buffered_bytes);
     }
 }
 
@@ -77,6 +107,10 @@ pub struct Emulator {
     /// A reply later than its deadline by more than this counts as a miss.
     pub miss_threshold_ns: u64,
     pub started: Instant,
+    /// Bytes all connections hold now, and the most they held at once: the memory a client
+    /// can make the server allocate, observable without reading the process's RSS.
+    pub buffered_bytes: AtomicU64,
+    pub peak_buffered_bytes: AtomicU64,
     /// The persistent image that mirrors the export's contents (`--image`).
     pub image: Option<Image>,
 }
@@ -123,11 +157,14 @@ impl Emulator {
                 job: JobStats::new("nbd"),
                 log: log.map(|f| BufWriter::with_capacity(1 << 20, f)),
                 log_error: None,
+                log_error_reported: false,
             }),
             clock,
             counters: Mutex::new(EmulatorCounters::default()),
             miss_threshold_ns,
             started: Instant::now(),
+            buffered_bytes: AtomicU64::new(0),
+            peak_buffered_bytes: AtomicU64::new(0),
             image: None,
         }
     }
@@ -136,6 +173,18 @@ impl Emulator {
     pub fn with_image(mut self, image: Image) -> Self {
         self.image = Some(image);
         self
+    }
+
+    /// A connection's buffered bytes went from `before` to `after`.
+    pub fn note_buffered(&self, before: usize, after: usize) {
+        let total = if after >= before {
+            let added = (after - before) as u64;
+            self.buffered_bytes.fetch_add(added, Ordering::Relaxed) + added
+        } else {
+            let removed = (before - after) as u64;
+            self.buffered_bytes.fetch_sub(removed, Ordering::Relaxed) - removed
+        };
+        self.peak_buffered_bytes.fetch_max(total, Ordering::Relaxed);
     }
 
     /// The device state; a connection thread that panicked mid-request cannot have left it

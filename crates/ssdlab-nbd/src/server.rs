@@ -2,13 +2,19 @@
 //! and on shutdown stops accepting, lets every connection deliver its held replies, flushes
 //! the request log and returns the summary.
 //!
+//! It also keeps the server available to well-behaved clients when others are hostile:
+//! connections still negotiating and connections in transmission have separate caps, so that
+//! clients that never finish a handshake cannot take the places of served ones; at the
+//! transmission cap a newly negotiated connection evicts the one that has been quiet longest;
+//! and a watchdog closes handshakes that take too long, connections stalled on their client
+//! (a partial request, replies left unread) and, when asked, idle ones. See [`Limits`].
 //! TLS (`tls`) is offered to every connection when configured; a TCP address off the loopback
 //! interface is refused unless TLS is required or `insecure` is set, because anyone who reaches
 //! a plain export can read and overwrite it. With an image (`image`) the device is rebuilt from
 //! it at bind time and the image is synced at shutdown.
 
 use crate::clock::{self, Clock};
-use crate::connection::Session;
+use crate::connection::{Activity, ConnectionLimits, Session, MIN_BUFFERED_BYTES};
 use crate::emulator::{Emulator, EmulatorCounters};
 use crate::handshake::{negotiate_tls, ExportInfo, Negotiated};
 use crate::image::{Image, ImageError};
@@ -59,6 +65,85 @@ pub struct ServerOptions {
     pub insecure: bool,
     /// Persistent image of the export's contents (`--image`).
     pub image: Option<PathBuf>,
+    /// Caps and timeouts that bound what clients can make the server hold.
+    pub limits: Limits,
+}
+
+/// What clients can make the server hold, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Per connection: requests in flight and bytes buffered (back-pressure beyond).
+    pub connection: ConnectionLimits,
+    /// Connections in the transmission phase. A connection that finishes its handshake at
+    /// the cap evicts the one quiet longest, so idle clients cannot lock others out.
+    pub max_connections: usize,
+    /// Connections still negotiating, counted apart; at the cap the oldest is closed.
+    pub max_handshakes: usize,
+    /// The whole handshake must finish within this (real clients take milliseconds).
+    pub handshake_timeout: Duration,
+    /// Close a connection with nothing outstanding after this long without a request;
+    /// `None`: never (an NBD client with a mounted file system is legitimately idle for hours,
+    /// and eviction at the cap already keeps idle clients from exhausting it).
+    pub idle_timeout: Option<Duration>,
+    /// Close a connection that waits on its client (the rest of a request, or room to send
+    /// replies the client does not read) this long without a byte moving.
+    pub stall_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connection: ConnectionLimits::default(),
+            max_connections: MAX_CONNECTIONS,
+            max_handshakes: 64,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: None,
+            stall_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// More threads than this (one per connection) is a configuration mistake, not a server.
+const MAX_CONNECTIONS_LIMIT: usize = 16_384;
+
+impl Limits {
+    /// Check every limit; the error names the limit and the accepted range.
+    pub fn validate(&self) -> Result<(), ServeError> {
+        let bad = |what: &str, why: &str| Err(ServeError::Limit(format!("{what}: {why}")));
+        for (what, n) in [
+            ("max_connections", self.max_connections),
+            ("max_handshakes", self.max_handshakes),
+        ] {
+            if !(1..=MAX_CONNECTIONS_LIMIT).contains(&n) {
+                return bad(
+                    what,
+                    &format!("expected 1..={MAX_CONNECTIONS_LIMIT} (one thread each), got {n}"),
+                );
+            }
+        }
+        if self.connection.max_requests_in_flight == 0 {
+            return bad("max_requests_in_flight", "expected at least 1, got 0");
+        }
+        if self.connection.max_buffered_bytes < MIN_BUFFERED_BYTES {
+            return bad(
+                "max_buffered_bytes",
+                &format!(
+                    "expected at least {MIN_BUFFERED_BYTES} (1 MiB), got {}",
+                    self.connection.max_buffered_bytes
+                ),
+            );
+        }
+        for (what, t) in [
+            ("handshake_timeout", Some(self.handshake_timeout)),
+            ("idle_timeout", self.idle_timeout),
+            ("stall_timeout", Some(self.stall_timeout)),
+        ] {
+            if t.is_some_and(|t| t.is_zero()) {
+                return bad(what, "expected a positive duration");
+            }
+        }
+        Ok(())
+    }
 }
 
 impl ServerOptions {
@@ -71,6 +156,7 @@ impl ServerOptions {
             stats_log: None,
             miss_threshold_ns: 10_000,
             compensation_ns: None,
+            limits: Limits::default(),
             tls: TlsOptions::default(),
             insecure: false,
             image: None,
@@ -94,6 +180,8 @@ pub enum ServeError {
     NoDataStore,
     #[error("writing the request log: {0}")]
     Log(io::Error),
+    #[error("{0}")]
+    Limit(String),
     #[error(transparent)]
     Tls(#[from] TlsError),
     #[error("refusing to serve {0} without TLS: it is not a loopback address, so anyone who can reach it could read and overwrite the export; give --tls-cert/--tls-key or --tls-psk (with --tls=require), or --insecure to serve it anyway")]
@@ -140,18 +228,101 @@ pub struct Server {
     stop: Arc<AtomicBool>,
     uri: String,
     tls: Option<Arc<TlsConfig>>,
+    limits: Limits,
+    warnings: Warnings,
+}
+
+/// Problems met while serving that do not stop the server (a request log that cannot be
+/// written), for the front end to show as they happen.
+#[derive(Clone, Default)]
+pub struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// The warnings since the last call.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn push(&self, message: String) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(message);
+    }
 }
 
 /// How long shutdown waits for clients that neither disconnect nor read their replies.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// Connections served at once; more are closed as they arrive.
+/// Default cap on connections in transmission (one thread each).
 pub const MAX_CONNECTIONS: usize = 256;
-/// The handshake must finish within this time.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often the watchdog looks at connections, and the request log is flushed (so that it
+/// can be read while serving and a full disk shows at once).
+const WATCHDOG_PERIOD: Duration = Duration::from_millis(100);
+const LOG_FLUSH_PERIOD: Duration = Duration::from_secs(1);
+/// A handshake chosen for eviction may still be a client that has just received its last
+/// handshake reply, in the instant before its thread moves it to transmission: it is closed
+/// only if it is still negotiating this much later.
+const EVICTION_GRACE: Duration = Duration::from_millis(20);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Handshake,
+    Transmission,
+}
+
+/// A live connection as the listener and the watchdog see it.
+struct PeerEntry {
+    peer: Peer,
+    phase: Phase,
+    accepted: Instant,
+    activity: Arc<Activity>,
+    /// Shut down by the server (evicted or timed out); its thread is ending.
+    closed: bool,
+    /// Chosen for eviction at the handshake cap; closed after [`EVICTION_GRACE`] unless it
+    /// has entered transmission by then.
+    doomed_at: Option<Instant>,
+}
+
+impl PeerEntry {
+    fn close(&mut self) {
+        self.peer.shutdown(Shutdown::Both);
+        self.closed = true;
+    }
+}
+
+type Peers = Arc<Mutex<HashMap<u64, PeerEntry>>>;
+
+fn lock_peers(peers: &Peers) -> std::sync::MutexGuard<'_, HashMap<u64, PeerEntry>> {
+    peers.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Connections the server closed to stay available, by reason.
+#[derive(Debug, Default)]
+struct Closures {
+    evicted: AtomicU64,
+    handshakes_evicted: AtomicU64,
+    handshake_timeouts: AtomicU64,
+    idle_timeouts: AtomicU64,
+    stall_timeouts: AtomicU64,
+}
+
+impl Closures {
+    fn json(&self) -> Value {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        json!({
+            "evicted": n(&self.evicted),
+            "handshakes_evicted": n(&self.handshakes_evicted),
+            "handshake_timeouts": n(&self.handshake_timeouts),
+            "idle_timeouts": n(&self.idle_timeouts),
+            "stall_timeouts": n(&self.stall_timeouts),
+        })
+    }
+}
 
 impl Server {
     /// Bind the endpoint and prepare the export of `device` (which must store data).
     pub fn bind(mut device: Device, options: &ServerOptions) -> Result<Server, ServeError> {
+        options.limits.validate()?;
         let clock: Box<dyn Clock> = clock::by_name(&options.clock, options.compensation_ns)
             .ok_or_else(|| ServeError::UnknownClock(options.clock.clone()))?;
         if !device.stores_data() {
@@ -179,6 +350,8 @@ impl Server {
             read_only: options.read_only,
             block_sizes: (512, page, MAX_PAYLOAD),
         };
+        let warnings = Warnings::default();
+        let mut log_error = None;
         let log = match &options.stats_log {
             None => None,
             Some(path) => {
@@ -186,8 +359,19 @@ impl Server {
                     path: path.display().to_string(),
                     source,
                 })?;
-                writeln!(file, "{}", RequestLogRow::CSV_HEADER).map_err(ServeError::Log)?;
-                Some(file)
+                // A file that cannot be written (a full disk) does not stop the server: it
+                // serves without the log and says so at once and in the summary.
+                match writeln!(file, "{}", RequestLogRow::CSV_HEADER) {
+                    Ok(()) => Some(file),
+                    Err(e) => {
+                        warnings.push(format!(
+                            "writing the request log {}: {e}; serving without it",
+                            path.display()
+                        ));
+                        log_error = Some(e);
+                        None
+                    }
+                }
             }
         };
         // Last of the checks, as it may take a while: rebuild the device from the image.
@@ -225,12 +409,19 @@ impl Server {
         if let Some(image) = image {
             emulator = emulator.with_image(image);
         }
+        {
+            let mut state = emulator.lock();
+            state.log_error_reported = log_error.is_some();
+            state.log_error = log_error;
+        }
         Ok(Server {
             listener,
             emulator: Arc::new(emulator),
             export: Arc::new(export),
             stop: Arc::new(AtomicBool::new(false)),
             uri,
+            limits: options.limits,
+            warnings,
             tls: tls.map(Arc::new),
         })
     }
@@ -245,22 +436,50 @@ impl Server {
         ShutdownHandle(self.stop.clone())
     }
 
+    /// Warnings raised while serving (read them from another thread).
+    pub fn warnings(&self) -> Warnings {
+        self.warnings.clone()
+    }
+
+    /// The emulator the connections share (its buffered-bytes counters, for tests).
+    pub fn emulator(&self) -> Arc<Emulator> {
+        self.emulator.clone()
+    }
+
     /// Serve until [`ShutdownHandle::shutdown`]; returns the summary of everything served.
     pub fn run(self) -> Result<Value, ServeError> {
-        let peers: Arc<Mutex<HashMap<u64, Peer>>> = Arc::default();
-        let next_id = AtomicU64::new(0);
+        let peers: Peers = Arc::default();
+        let closures = Arc::new(Closures::default());
+        let mut next_id = 0u64;
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let listen_fd = match &self.listener {
             Listener::Unix(l, _) => l.as_raw_fd(),
             Listener::Tcp(l) => l.as_raw_fd(),
         };
+        let mut last_watch = Instant::now();
+        let mut last_flush = Instant::now();
         while !self.stop.load(Ordering::SeqCst) {
-            // Poll with a timeout so that a shutdown request is noticed promptly.
-            if !poll_fd(listen_fd, Duration::from_millis(50)) {
+            if last_watch.elapsed() >= WATCHDOG_PERIOD {
+                last_watch = Instant::now();
+                self.watch(&peers, &closures);
                 threads.retain(|t| !t.is_finished());
+            }
+            if last_flush.elapsed() >= LOG_FLUSH_PERIOD {
+                last_flush = Instant::now();
+                self.flush_log();
+            }
+            close_doomed(&peers, &closures);
+            // Poll with a timeout so that a shutdown request is noticed promptly.
+            let wait = if any_doomed(&peers) {
+                EVICTION_GRACE
+            } else {
+                Duration::from_millis(50)
+            };
+            if !poll_fd(listen_fd, wait) {
                 continue;
             }
-            let id = next_id.fetch_add(1, Ordering::Relaxed);
+            let id = next_id;
+            next_id += 1;
             let accepted = match &self.listener {
                 Listener::Unix(l, _) => l.accept().map(|(s, _)| {
                     let peer = s.try_clone().map(Peer::Unix);
@@ -277,51 +496,73 @@ impl Server {
                 // keep serving the others.
                 continue;
             };
+            let activity = Arc::new(Activity::new());
             {
-                let mut live = peers.lock().unwrap_or_else(|e| e.into_inner());
-                if live.len() >= MAX_CONNECTIONS {
-                    // One thread per connection: refuse rather than exhaust the machine.
-                    peer.shutdown(Shutdown::Both);
-                    continue;
+                let mut live = lock_peers(&peers);
+                let negotiating = |p: &PeerEntry| {
+                    p.phase == Phase::Handshake && !p.closed && p.doomed_at.is_none()
+                };
+                if live.values().filter(|p| negotiating(p)).count() >= self.limits.max_handshakes {
+                    // The oldest handshake goes: a real client negotiates in milliseconds,
+                    // so the oldest is the likeliest to be one that never will.
+                    if let Some(oldest) = live
+                        .values_mut()
+                        .filter(|p| negotiating(p))
+                        .min_by_key(|p| p.accepted)
+                    {
+                        oldest.doomed_at = Some(Instant::now());
+                    }
                 }
-                live.insert(id, peer);
+                live.insert(
+                    id,
+                    PeerEntry {
+                        peer,
+                        phase: Phase::Handshake,
+                        accepted: Instant::now(),
+                        activity: activity.clone(),
+                        closed: false,
+                        doomed_at: None,
+                    },
+                );
             }
             let emu = self.emulator.clone();
             let export = self.export.clone();
             let tls = self.tls.clone();
             let peers_for_thread = peers.clone();
+            let closures_for_thread = closures.clone();
+            let limits = self.limits;
             let spawned = std::thread::Builder::new()
                 .name(format!("nbd-conn-{id}"))
                 .spawn(move || {
-                    let counters = conn.serve(&emu, &export, tls.as_deref());
+                    let entered =
+                        || enter_transmission(&peers_for_thread, id, &limits, &closures_for_thread);
+                    let counters =
+                        conn.serve(&emu, &export, tls.as_deref(), &limits, activity, entered);
                     emu.counters
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .merge(&counters);
-                    peers_for_thread
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&id);
+                    lock_peers(&peers_for_thread).remove(&id);
                 });
             match spawned {
                 Ok(handle) => threads.push(handle),
                 Err(_) => {
-                    if let Some(p) = peers.lock().unwrap_or_else(|e| e.into_inner()).remove(&id) {
-                        p.shutdown(Shutdown::Both);
+                    if let Some(mut p) = lock_peers(&peers).remove(&id) {
+                        p.close();
                     }
                 }
             }
         }
         // Stop reading from every client: each connection delivers its held replies and ends.
-        for peer in peers.lock().unwrap_or_else(|e| e.into_inner()).values() {
-            peer.shutdown(Shutdown::Read);
+        for entry in lock_peers(&peers).values() {
+            entry.peer.shutdown(Shutdown::Read);
         }
         let grace_ends = Instant::now() + SHUTDOWN_GRACE;
         while threads.iter().any(|t| !t.is_finished()) && Instant::now() < grace_ends {
             std::thread::sleep(Duration::from_millis(5));
         }
-        for peer in peers.lock().unwrap_or_else(|e| e.into_inner()).values() {
-            peer.shutdown(Shutdown::Both);
+        for entry in lock_peers(&peers).values() {
+            entry.peer.shutdown(Shutdown::Both);
         }
         for t in threads {
             let _ = t.join();
@@ -336,18 +577,61 @@ impl Server {
                 source,
             })?;
         }
-        self.summary()
+        Ok(self.summary(&closures))
     }
 
-    fn summary(&self) -> Result<Value, ServeError> {
-        let emu = &self.emulator;
-        let mut state = emu.lock();
+    /// Close handshakes past their timeout, and connections stalled (or idle, when asked)
+    /// for too long.
+    fn watch(&self, peers: &Peers, closures: &Closures) {
+        let limits = &self.limits;
+        for entry in lock_peers(peers).values_mut().filter(|p| !p.closed) {
+            let counter = match entry.phase {
+                Phase::Handshake if entry.accepted.elapsed() > limits.handshake_timeout => {
+                    &closures.handshake_timeouts
+                }
+                Phase::Handshake => continue,
+                Phase::Transmission => {
+                    let quiet = entry.activity.quiet_for();
+                    if entry.activity.busy() {
+                        if quiet <= limits.stall_timeout {
+                            continue;
+                        }
+                        &closures.stall_timeouts
+                    } else if limits.idle_timeout.is_some_and(|t| quiet > t) {
+                        &closures.idle_timeouts
+                    } else {
+                        continue;
+                    }
+                }
+            };
+            entry.close();
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Write the request log's buffer out, reporting the first error at once.
+    fn flush_log(&self) {
+        let mut guard = self.emulator.lock();
+        let state = &mut *guard;
         if let Some(log) = &mut state.log {
-            log.flush().map_err(ServeError::Log)?;
+            if let Err(e) = log.flush() {
+                state.log = None;
+                state.log_error.get_or_insert(e);
+            }
         }
-        if let Some(err) = state.log_error.take() {
-            return Err(ServeError::Log(err));
+        if let Some(e) = &state.log_error {
+            if !state.log_error_reported {
+                state.log_error_reported = true;
+                self.warnings
+                    .push(format!("writing the request log: {e}; serving without it"));
+            }
         }
+    }
+
+    fn summary(&self, closures: &Closures) -> Value {
+        self.flush_log();
+        let emu = &self.emulator;
+        let state = emu.lock();
         let counters = emu
             .counters
             .lock()
@@ -355,15 +639,85 @@ impl Server {
             .clone();
         let sim_ns = state.device.now_ns();
         let job = job_json(&state.job, json!({ "sim_time_ns": sim_ns }));
-        Ok(json!({
+        let mut emulator = emulator_json(
+            emu,
+            &counters,
+            sim_ns,
+            state.job.flushes,
+            &self.export,
+            self.tls.as_deref(),
+        );
+        emulator["limits"] = limits_json(&self.limits);
+        emulator["closed_by_server"] = closures.json();
+        emulator["stats_log_error"] = match &state.log_error {
+            Some(e) => json!(e.to_string()),
+            None => Value::Null,
+        };
+        json!({
             "ssdlab_version": env!("CARGO_PKG_VERSION"),
             "config_hash": state.device.config_hash(),
             "seed": state.device.seed(),
             "jobs": [job],
             "ssd": state.device.ssd_json(),
-            "emulator": emulator_json(emu, &counters, sim_ns, state.job.flushes, &self.export, self.tls.as_deref()),
-        }))
+            "emulator": emulator,
+        })
     }
+}
+
+/// Connection `id` finished its handshake: count it in transmission, evicting the connection
+/// quiet longest when the cap is reached.
+fn enter_transmission(peers: &Peers, id: u64, limits: &Limits, closures: &Closures) {
+    let mut live = lock_peers(peers);
+    let serving = live
+        .iter()
+        .filter(|(other, p)| **other != id && p.phase == Phase::Transmission && !p.closed)
+        .count();
+    if serving >= limits.max_connections {
+        let victim = live
+            .iter_mut()
+            .filter(|(other, p)| **other != id && p.phase == Phase::Transmission && !p.closed)
+            .max_by_key(|(_, p)| p.activity.quiet_for())
+            .map(|(_, p)| p);
+        if let Some(victim) = victim {
+            victim.close();
+            closures.evicted.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if let Some(me) = live.get_mut(&id) {
+        me.phase = Phase::Transmission;
+        me.doomed_at = None;
+    }
+}
+
+/// Close the handshakes chosen for eviction whose grace has passed.
+fn close_doomed(peers: &Peers, closures: &Closures) {
+    for entry in lock_peers(peers).values_mut() {
+        let due = entry
+            .doomed_at
+            .is_some_and(|at| at.elapsed() >= EVICTION_GRACE);
+        if due && entry.phase == Phase::Handshake && !entry.closed {
+            entry.close();
+            closures.handshakes_evicted.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn any_doomed(peers: &Peers) -> bool {
+    lock_peers(peers)
+        .values()
+        .any(|p| p.doomed_at.is_some() && p.phase == Phase::Handshake && !p.closed)
+}
+
+fn limits_json(l: &Limits) -> Value {
+    json!({
+        "max_connections": l.max_connections,
+        "max_handshakes": l.max_handshakes,
+        "handshake_timeout_s": l.handshake_timeout.as_secs_f64(),
+        "idle_timeout_s": l.idle_timeout.map(|t| t.as_secs_f64()),
+        "stall_timeout_s": l.stall_timeout.as_secs_f64(),
+        "max_requests_in_flight": l.connection.max_requests_in_flight,
+        "max_buffered_bytes": l.connection.max_buffered_bytes,
+    })
 }
 
 fn emulator_json(
@@ -407,6 +761,9 @@ fn emulator_json(
             "lateness_ns": timing(&c.lateness),
         },
         "served_latency_ns": timing(&c.served),
+        "backpressure_waits": c.backpressure_waits,
+        "peak_connection_buffered_bytes": c.peak_buffered_bytes,
+        "peak_buffered_bytes": emu.peak_buffered_bytes.load(Ordering::Relaxed),
         "tls": {
             "mode": tls.map_or("off", |t| t.mode.name()),
             "credentials": tls.map(|t| t.credentials),
@@ -426,30 +783,41 @@ enum Connection {
 }
 
 impl Connection {
+    /// Negotiate (offering TLS when configured) within the handshake timeout, call `entered`
+    /// on entering transmission, then serve with `limits`. The watchdog bounds the whole
+    /// handshake, a TLS handshake included, by closing the socket underneath; each read has
+    /// twice the timeout as a backstop.
     fn serve(
         self,
         emu: &Emulator,
         export: &ExportInfo,
         tls: Option<&TlsConfig>,
+        limits: &Limits,
+        activity: Arc<Activity>,
+        entered: impl FnOnce(),
     ) -> EmulatorCounters {
+        let timeout = Some(limits.handshake_timeout * 2);
         match self {
             Connection::Unix(s) => {
-                let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-                serve_stream_tls(s, emu, export, tls, |s| {
+                let _ = s.set_read_timeout(timeout);
+                serve_stream_tls_with(s, emu, export, tls, limits.connection, activity, |s| {
                     let _ = s.set_read_timeout(None);
+                    entered();
                 })
             }
             Connection::Tcp(s) => {
-                let _ = s.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-                serve_stream_tls(s, emu, export, tls, |s| {
+                let _ = s.set_read_timeout(timeout);
+                serve_stream_tls_with(s, emu, export, tls, limits.connection, activity, |s| {
                     let _ = s.set_read_timeout(None);
+                    entered();
                 })
             }
         }
     }
 }
 
-/// Negotiate, then serve the transmission phase; returns what the connection measured.
+/// Negotiate, then serve the transmission phase with the default limits; returns what the
+/// connection measured.
 pub fn serve_stream<T: Transport>(
     io: T,
     emu: &Emulator,
@@ -459,8 +827,21 @@ pub fn serve_stream<T: Transport>(
     serve_stream_tls(io, emu, export, None, after_handshake)
 }
 
+/// [`serve_stream`] with per-connection limits, reporting to `activity` (no TLS).
+pub fn serve_stream_with<T: Transport>(
+    io: T,
+    emu: &Emulator,
+    export: &ExportInfo,
+    limits: ConnectionLimits,
+    activity: Arc<Activity>,
+    after_handshake: impl FnOnce(&mut T),
+) -> EmulatorCounters {
+    serve_stream_tls_with(io, emu, export, None, limits, activity, after_handshake)
+}
+
 /// [`serve_stream`] offering TLS: the connection may switch to TLS during negotiation, and the
-/// transmission phase then runs inside it. `after_handshake` gets the socket underneath.
+/// transmission phase then runs inside it (with the default limits). `after_handshake` gets
+/// the socket underneath.
 pub fn serve_stream_tls<T: Transport>(
     io: T,
     emu: &Emulator,
@@ -468,26 +849,57 @@ pub fn serve_stream_tls<T: Transport>(
     tls: Option<&TlsConfig>,
     after_handshake: impl FnOnce(&mut T),
 ) -> EmulatorCounters {
+    let activity = Arc::new(Activity::new());
+    serve_stream_tls_with(
+        io,
+        emu,
+        export,
+        tls,
+        ConnectionLimits::default(),
+        activity,
+        after_handshake,
+    )
+}
+
+/// The general form: TLS offered when `tls` is given, the transmission phase (inside TLS when
+/// the client upgraded) served with `limits`, reporting to `activity`.
+pub fn serve_stream_tls_with<T: Transport>(
+    io: T,
+    emu: &Emulator,
+    export: &ExportInfo,
+    tls: Option<&TlsConfig>,
+    limits: ConnectionLimits,
+    activity: Arc<Activity>,
+    after_handshake: impl FnOnce(&mut T),
+) -> EmulatorCounters {
     let mut io = Stream::Plain(io);
     let negotiated = negotiate_tls(&mut io, export, tls);
     let strict = match negotiated {
         Ok(Negotiated::Transmission { block_sizes_agreed }) => block_sizes_agreed,
-        Ok(Negotiated::Closed) => return EmulatorCounters::default(),
+        Ok(Negotiated::Closed) => return EmulatorCounters::for_connection(),
         Err(_) => {
             return EmulatorCounters {
                 protocol_errors: 1,
-                ..EmulatorCounters::default()
+                ..EmulatorCounters::for_connection()
             }
         }
     };
     if let Some(socket) = io.socket_mut() {
         after_handshake(socket);
     }
-    let mut session = Session::new(&mut io, emu, export, strict);
+    let mut session = Session::new(&mut io, emu, export, strict)
+        .with_limits(limits)
+        .with_activity(activity.clone());
     // Errors here are the client's socket failing; the device state is intact either way.
     let _ = session.run();
     let counters = std::mem::take(&mut session.counters);
     drop(session);
+    if io.is_tls() {
+        // TLS's close_notify is a write, which blocks on a client that reads nothing: it
+        // counts as waiting on the client, so that the stall timeout bounds it.
+        activity.touch();
+        activity.set_busy(true);
+    }
     io.close();
     counters
 }

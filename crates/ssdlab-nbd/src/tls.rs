@@ -289,9 +289,18 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
 /// The socket under a TLS session. OpenSSL reads through it; `nonblocking` turns one read
 /// into a non-blocking one (`WouldBlock` when nothing is there), so that the connection loop
 /// can keep spinning towards a reply's deadline while a TLS record is half received.
+///
+/// OpenSSL requires an `SSL_write` that could not finish to be retried with the same bytes: it
+/// keeps the record it could not send and, on the next write, sends that record and counts it
+/// as the start of the new buffer (`ACCEPT_MOVING_WRITE_BUFFER`, which the openssl crate sets,
+/// checks only the length). The connection loop writes each buffer to the end or gives up on
+/// the connection, so no write is left unfinished on purpose: an interrupted system call is
+/// retried here, beneath OpenSSL, and after any other failure (`write_failed`) every later
+/// write fails too, rather than sending the held record in place of other bytes.
 pub struct TlsSocket<S> {
     inner: S,
     nonblocking: bool,
+    write_failed: bool,
 }
 
 impl<S: Transport> Read for TlsSocket<S> {
@@ -302,14 +311,25 @@ impl<S: Transport> Read for TlsSocket<S> {
                 None => Err(io::ErrorKind::WouldBlock.into()),
             }
         } else {
-            self.inner.read(buf)
+            loop {
+                match self.inner.read(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    result => return result,
+                }
+            }
         }
     }
 }
 
 impl<S: Transport> Write for TlsSocket<S> {
+    /// OpenSSL sees an interrupted write as fatal (`SSL_ERROR_SYSCALL`): retry it here.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.write(buf)
+        loop {
+            match self.inner.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                result => return result,
+            }
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -351,6 +371,7 @@ impl<S: Transport> Stream<S> {
         let socket = TlsSocket {
             inner: socket,
             nonblocking: false,
+            write_failed: false,
         };
         match tls.acceptor.accept(socket) {
             Ok(stream) => {
@@ -361,7 +382,7 @@ impl<S: Transport> Stream<S> {
                 let reason = match e {
                     HandshakeError::SetupFailure(stack) => stack.to_string(),
                     HandshakeError::Failure(mid) => mid.error().to_string(),
-                    // The socket's read timeout (the handshake timeout) passed.
+                    // The socket's read timeout (the backstop of the handshake timeout) passed.
                     HandshakeError::WouldBlock(_) => "timed out".to_string(),
                 };
                 Err(io::Error::new(
@@ -376,7 +397,11 @@ impl<S: Transport> Stream<S> {
     /// end of stream rather than a truncation.
     pub fn close(&mut self) {
         if let Stream::Tls(t) = self {
-            let _ = t.shutdown();
+            // After a failed write close_notify could only go out behind the record OpenSSL
+            // still holds, or fail the same way.
+            if !t.get_ref().write_failed {
+                let _ = t.shutdown();
+            }
         }
     }
 }
@@ -396,10 +421,21 @@ impl<S: Transport> Read for Stream<S> {
 }
 
 impl<S: Transport> Write for Stream<S> {
+    /// For TLS: after a failed write every later write fails (see [`TlsSocket`]).
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Plain(s) => s.write(buf),
-            Stream::Tls(t) => t.write(buf),
+            Stream::Tls(t) if t.get_ref().write_failed => Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "an earlier TLS write failed",
+            )),
+            Stream::Tls(t) => {
+                let result = t.write(buf);
+                if result.is_err() {
+                    t.get_mut().write_failed = true;
+                }
+                result
+            }
             Stream::Closed => Err(closed()),
         }
     }

@@ -1,16 +1,20 @@
 //! Property tests of the handshake and request parser over an in-memory client (run by
 //! `make fuzz-smoke` with more cases): arbitrary bytes never panic the server, and random
-//! request streams get well-formed replies whose data agrees with a shadow copy.
+//! request streams, under random per-connection limits, get well-formed replies whose data
+//! agrees with a shadow copy while the connection stays within its budget.
 
 mod common;
 
 use common::tiny_device;
 use ssdlab_nbd::clock;
+use ssdlab_nbd::connection::{Activity, ConnectionLimits, ONE_REQUEST_BYTES};
 use ssdlab_nbd::emulator::Emulator;
 use ssdlab_nbd::handshake::ExportInfo;
 use ssdlab_nbd::protocol::*;
-use ssdlab_nbd::server::serve_stream;
+use ssdlab_nbd::server::{serve_stream, serve_stream_with};
 use ssdlab_nbd::transport::MemoryTransport;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 fn emulator() -> (Emulator, ExportInfo) {
     let device = tiny_device("slc");
@@ -118,7 +122,11 @@ mod props {
         }
 
         #[test]
-        fn random_request_streams_get_valid_replies_and_consistent_data(reqs in proptest::collection::vec(request(), 1..60)) {
+        fn random_request_streams_get_valid_replies_and_consistent_data(
+            reqs in proptest::collection::vec(request(), 1..60),
+            in_flight in 1usize..=16,
+            budget_mib in 1usize..=4,
+        ) {
             let (emu, export) = emulator();
             let size = export.size;
             let mut input = handshake_prefix();
@@ -143,7 +151,14 @@ mod props {
                 }
             }
             let mut io = MemoryTransport::new(input);
-            serve_stream(&mut io, &emu, &export, |_| {});
+            // Small limits, so that back-pressure interleaves with every kind of request.
+            let limits = ConnectionLimits {
+                max_requests_in_flight: in_flight,
+                max_buffered_bytes: budget_mib << 20,
+            };
+            let counters = serve_stream_with(&mut io, &emu, &export, limits, Arc::new(Activity::new()), |_| {});
+            prop_assert!(counters.peak_buffered_bytes as usize <= limits.max_buffered_bytes.max(ONE_REQUEST_BYTES));
+            prop_assert_eq!(emu.buffered_bytes.load(Ordering::Relaxed), 0, "freed at the end");
             let mut rest = transmission_output(&io.output);
             // Shadow copy of the first 64 KiB: None where a trim left the content open.
             let window = 64usize << 10;

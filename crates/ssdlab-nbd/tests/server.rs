@@ -1,7 +1,9 @@
 //! The NBD server against a scripted client over a real Unix socket: negotiation, every
-//! command, the protocol's errors, misbehaving clients, clocks and the summary.
+//! command, the protocol's errors, misbehaving clients, clocks and the summary; `hostile`
+//! holds the attacks on the server's limits.
 
 mod common;
+mod hostile;
 
 use common::*;
 use ssdlab_nbd::protocol::*;

@@ -613,3 +613,138 @@ mod props {
         }
     }
 }
+
+// -- TLS under the limits ------------------------------------------------------------------------
+
+fn header_bytes(command: Command, cookie: u64, offset: u64, length: u32) -> [u8; 28] {
+    RequestHeader {
+        flags: 0,
+        command,
+        cookie,
+        offset,
+        length,
+    }
+    .encode()
+}
+
+/// Read `n` simple replies (each with `read_len` bytes of data when it succeeds): cookie, error,
+/// data, in the order they came.
+fn replies<S: Read>(s: &mut S, n: usize, read_len: usize) -> Vec<(u64, u32, Vec<u8>)> {
+    (0..n)
+        .map(|_| {
+            let mut r = [0u8; 16];
+            s.read_exact(&mut r).expect("reply");
+            assert_eq!(
+                u32::from_be_bytes(r[0..4].try_into().unwrap()),
+                SIMPLE_REPLY_MAGIC
+            );
+            let error = u32::from_be_bytes(r[4..8].try_into().unwrap());
+            let cookie = u64::from_be_bytes(r[8..16].try_into().unwrap());
+            let mut data = vec![0u8; if error == 0 { read_len } else { 0 }];
+            s.read_exact(&mut data).expect("reply data");
+            (cookie, error, data)
+        })
+        .collect()
+}
+
+/// The limits' back-pressure works through TLS: with two requests in flight and a 1 MiB budget,
+/// 4 MiB of pipelined writes and 4 MiB of pipelined reads in TLS records all get correct
+/// replies; and a client that stalls in the middle of the TLS handshake (trickling a byte at a
+/// time, so that no single read times out) is closed by the handshake timeout's watchdog.
+#[test]
+fn tls_under_small_limits_and_a_tls_handshake_that_stalls() {
+    use ssdlab_nbd::connection::{ConnectionLimits, INPUT_BUFFER, MIN_BUFFERED_BYTES};
+    use std::time::{Duration, Instant};
+    const PIECE: usize = 128 << 10;
+    const PIECES: u64 = 32;
+    let dir = TempDir::new("certs-limits");
+    make_certificates(&dir.0);
+    for clock in ["virtual", "realtime"] {
+        let server = start(&format!("tls-limits-{clock}"), clock, |o| {
+            o.tls = x509_options(&dir.0, None);
+            o.limits.connection = ConnectionLimits {
+                max_requests_in_flight: 2,
+                max_buffered_bytes: MIN_BUFFERED_BYTES,
+            };
+            o.limits.handshake_timeout = Duration::from_millis(500);
+        });
+        let mut s = connect_raw(&server.socket);
+        greet(&mut s);
+        starttls(&mut s);
+        let mut t = x509_client(s, &dir.0.join("ca-cert.pem"));
+        go(&mut t);
+        let data = pattern(11, PIECE * PIECES as usize);
+        // Writes, pipelined: four times the budget arrives while replies are not read.
+        let mut batch = Vec::new();
+        for i in 0..PIECES {
+            let at = i as usize * PIECE;
+            batch.extend_from_slice(&header_bytes(Command::Write, i, at as u64, PIECE as u32));
+            batch.extend_from_slice(&data[at..at + PIECE]);
+        }
+        t.write_all(&batch).unwrap();
+        let written = replies(&mut t, PIECES as usize, 0);
+        let mut cookies: Vec<u64> = written.iter().map(|r| r.0).collect();
+        cookies.sort_unstable();
+        assert_eq!(cookies, (0..PIECES).collect::<Vec<_>>(), "{clock}: writes");
+        assert!(written.iter().all(|r| r.1 == 0), "{clock}: writes");
+        // Reads, pipelined: 4 MiB of replies against a 1 MiB budget.
+        let mut batch = Vec::new();
+        for i in 0..PIECES {
+            let at = (PIECES - 1 - i) * PIECE as u64;
+            batch.extend_from_slice(&header_bytes(Command::Read, i, at, PIECE as u32));
+        }
+        t.write_all(&batch).unwrap();
+        let read = replies(&mut t, PIECES as usize, PIECE);
+        assert_eq!(read.len(), PIECES as usize);
+        for (cookie, error, back) in &read {
+            assert_eq!(*error, 0, "{clock}: read {cookie}");
+            let at = (PIECES - 1 - cookie) as usize * PIECE;
+            assert!(back[..] == data[at..at + PIECE], "{clock}: read {cookie}");
+        }
+        t.write_all(&header_bytes(Command::Disconnect, 0, 0, 0))
+            .unwrap();
+
+        // A client that starts the TLS handshake and never finishes it: a record header that
+        // announces 512 bytes of ClientHello, then a byte every 100 ms.
+        let mut s = connect_raw(&server.socket);
+        greet(&mut s);
+        starttls(&mut s);
+        let started = Instant::now();
+        s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00]).unwrap();
+        let closed = loop {
+            std::thread::sleep(Duration::from_millis(100));
+            if s.write_all(&[0x01]).is_err() {
+                break started.elapsed();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{clock}: the stalled TLS handshake is still open"
+            );
+        };
+        assert!(
+            closed >= Duration::from_millis(400) && closed < Duration::from_millis(1500),
+            "{clock}: closed after {closed:?}"
+        );
+        let summary = server.finish();
+        let emulator = &summary["emulator"];
+        assert_eq!(emulator["tls"]["mode"], "require");
+        assert_eq!(emulator["limits"]["max_requests_in_flight"], 2);
+        assert_eq!(
+            emulator["closed_by_server"]["handshake_timeouts"], 1,
+            "{clock}"
+        );
+        assert!(
+            emulator["backpressure_waits"].as_u64().unwrap() > 0,
+            "{clock}: the limits held the pipelined requests back"
+        );
+        let peak = emulator["peak_connection_buffered_bytes"].as_u64().unwrap() as usize;
+        // No request here is larger than the budget, so the budget holds (give or take the
+        // input window that a request alone may fill).
+        assert!(
+            peak <= MIN_BUFFERED_BYTES + INPUT_BUFFER,
+            "{clock}: peak {peak}"
+        );
+        assert_eq!(summary["jobs"][0]["write"]["total_ios"], PIECES, "{clock}");
+        assert_eq!(summary["jobs"][0]["read"]["total_ios"], PIECES, "{clock}");
+    }
+}

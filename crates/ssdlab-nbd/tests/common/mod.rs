@@ -3,11 +3,13 @@
 #![allow(dead_code)]
 
 use ssdlab_core::Device;
+use ssdlab_nbd::emulator::Emulator;
 use ssdlab_nbd::protocol::*;
 use ssdlab_nbd::{Endpoint, Server, ServerOptions, ShutdownHandle};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -24,8 +26,15 @@ pub const TINY: &[(&str, &str)] = &[
 ];
 
 pub fn tiny_device(preset: &str) -> Device {
+    device_with(preset, &[])
+}
+
+/// The tiny device with some keys changed (e.g. more blocks, for 32 MiB requests).
+pub fn device_with(preset: &str, changes: &[(&str, &str)]) -> Device {
     let overrides: Vec<(String, String)> = TINY
         .iter()
+        .filter(|(k, _)| !changes.iter().any(|(c, _)| c == k))
+        .chain(changes)
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let text = ssdlab_core::presets::get(preset).expect("preset");
@@ -35,6 +44,7 @@ pub fn tiny_device(preset: &str) -> Device {
 pub struct Running {
     pub socket: PathBuf,
     pub stop: ShutdownHandle,
+    pub emu: Arc<Emulator>,
     pub thread: JoinHandle<Result<serde_json::Value, ssdlab_nbd::ServeError>>,
     _dir: TempDir,
 }
@@ -87,10 +97,12 @@ pub fn start_with(
     configure(&mut options);
     let server = Server::bind(device, &options).expect("bind");
     let stop = server.shutdown_handle();
+    let emu = server.emulator();
     let thread = std::thread::spawn(move || server.run());
     Running {
         socket,
         stop,
+        emu,
         thread,
         _dir: dir,
     }
