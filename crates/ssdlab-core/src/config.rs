@@ -125,7 +125,8 @@ pub struct CellConfig {
     pub suspend_ns: Option<u64>,
     /// Time to resume a suspended operation; needs `suspend` (default 20 us).
     pub resume_ns: Option<u64>,
-    /// Suspensions allowed per operation; needs `suspend` (default 5).
+    /// Suspensions allowed per operation; needs `suspend` (default 16: read-modify-write reads
+    /// suspend too, and a cap of a few would leave host reads behind programs at their cap).
     pub max_suspends: Option<u32>,
 }
 
@@ -795,7 +796,7 @@ impl Config {
             (
                 c.suspend_ns.unwrap_or(20_000),
                 c.resume_ns.unwrap_or(20_000),
-                c.max_suspends.unwrap_or(5),
+                c.max_suspends.unwrap_or(16),
             )
         } else {
             (0, 0, 0)
@@ -1121,7 +1122,7 @@ mod tests {
         let d = on.derived();
         assert_eq!(
             (d.suspend_ns, d.resume_ns, d.max_suspends),
-            (20_000, 20_000, 5)
+            (20_000, 20_000, 16)
         );
         let d = Config::from_toml("", "x", &[]).unwrap().derived();
         assert_eq!((d.suspend_ns, d.resume_ns, d.max_suspends), (0, 0, 0));

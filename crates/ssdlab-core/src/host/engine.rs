@@ -350,12 +350,15 @@ impl Device {
         t.enqueued_ns = now;
         t.enqueue_seq = e.enqueue_seq;
         e.enqueue_seq += 1;
+        // Only a read the host waits for itself suspends: a read-modify-write read is served
+        // first but does not spend the operation's suspensions that host reads need.
+        let suspends_for = t.class == TxnClass::HostRead;
         let (die, class) = (t.die, t.class);
         e.queues[die as usize * QUEUES + queue_of(t.kind, class)].push_back(id);
         let d = &mut e.dies[die as usize];
         if !d.is_busy(now) {
             self.dispatch(die);
-        } else if class == TxnClass::HostRead && suspend && d.can_suspend(now, max_suspends) {
+        } else if suspends_for && suspend && d.can_suspend(now, max_suspends) {
             let free = d.suspend(now, suspend_ns);
             let generation = d.generation;
             e.schedule(free, Event::DieFree { die, generation });
@@ -1169,7 +1172,9 @@ impl Device {
                 let t_read = self.derived.read_ns[self.geo.page_type(old) as usize];
                 self.work.reads += 1;
                 self.work.flash_ns += t_read + self.derived.page_transfer_ns;
-                let mut read = self.at_page(txn(TxnKind::Read, TxnClass::HostWrite, t_read), old);
+                // The old page is on the write's critical path: read it as a host read (served
+                // first, and it may suspend what its die is doing), not behind queued GC.
+                let mut read = self.at_page(txn(TxnKind::Read, TxnClass::HostRead, t_read), old);
                 read.transfers = 1;
                 read.next = p;
                 read.after_ns = self.derived.decode_ns;
