@@ -66,6 +66,8 @@ test: test-deps build ## build, then run every Rust and Python test
 bench: test-deps build ## build, then run the simulator, workload, NBD and Python benchmarks
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --op 0.28
+	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --scheduler fcfs
+	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin devicebench
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin parsespeed
 	$(BIN)/python benches/nbd_fio.py
 	@$(BIN)/pytest -m bench -q || { status=$$?; [ $$status -eq 5 ] || exit $$status; }

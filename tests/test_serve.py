@@ -468,3 +468,38 @@ def test_idle_and_silent_connections_at_the_default_caps_do_not_lock_clients_out
         status, out, err = server.stop()
     assert status == 0, err
     assert "evicted=1" in out or "evicted=2" in out or "evicted=3" in out
+
+
+def test_serve_refuses_a_device_larger_than_memory_before_building_it(tmp_path):
+    """A geometry that validates but whose tables exceed the memory the process may use (here a
+    4 GiB address-space limit) is a clear error (exit status 2) naming the geometry, not an abort
+    on allocation."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit_address_space() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ssdlab",
+            "serve",
+            "slc",
+            "--set",
+            "geometry.blocks_per_plane=524288",
+            "--socket",
+            str(tmp_path / "s.sock"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=limit_address_space,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("ssdlab: error:"), proc.stderr
+    assert "geometry" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -12,8 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 use ssdlab_core::hint::{HintBuilder, HintField, HintOut, HintValue, HINT_FIELDS};
 use ssdlab_core::{
-    Config, Device, DeviceError, Hint, HostRequest, Loop, Op, PreconditionOptions, RunSpec,
-    VecSource,
+    Device, DeviceError, Hint, HostRequest, Loop, Op, PreconditionOptions, RunSpec, VecSource,
 };
 use ssdlab_workload::{read_job_file, TraceFormat, TraceOptions};
 use std::path::Path;
@@ -161,18 +160,9 @@ impl PyDevice {
         store_data: bool,
         time_series: bool,
     ) -> PyResult<Self> {
-        let mut config =
-            Config::from_toml(toml_text, source_name, &overrides).map_err(config_error)?;
+        let mut config = memory::checked_config(toml_text, source_name, &overrides)?;
         if time_series {
             config.enable_time_series();
-        }
-        // Check the tables against the machine's memory before allocating them: an allocation
-        // failure aborts the interpreter, an error here does not.
-        let derived = config.derived();
-        if let Some(available) = memory::available_bytes() {
-            config
-                .check_memory(&derived, source_name, available)
-                .map_err(config_error)?;
         }
         let inner = py.allow_threads(|| Device::new(config, seed, store_data));
         Ok(PyDevice {

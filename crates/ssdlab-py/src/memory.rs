@@ -2,7 +2,27 @@
 //! process's cgroup limit and its address-space limit (`ulimit -v`) when there are ones. The core does not read files, so the glue
 //! measures and passes the figure to `Config::check_memory`.
 
+use crate::errors::config_error;
+use pyo3::PyResult;
+use ssdlab_core::Config;
 use std::fs;
+
+/// Parse and validate a configuration, then check its tables against the machine's memory
+/// before anything is allocated: an allocation failure aborts the interpreter, an error here
+/// does not. Every device the glue builds (`Device`, `Server`) goes through this.
+pub fn checked_config(
+    toml_text: &str,
+    source_name: &str,
+    overrides: &[(String, String)],
+) -> PyResult<Config> {
+    let config = Config::from_toml(toml_text, source_name, overrides).map_err(config_error)?;
+    if let Some(available) = available_bytes() {
+        config
+            .check_memory(&config.derived(), source_name, available)
+            .map_err(config_error)?;
+    }
+    Ok(config)
+}
 
 /// Bytes available to this process now, or `None` when the system does not say (then no check
 /// is made: a wrong refusal would be worse than the abort it prevents).

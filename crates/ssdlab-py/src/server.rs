@@ -4,7 +4,7 @@
 //! server serves once: its listener is consumed by the run, so `start()` after `stop()` is an
 //! error rather than a silent no-op.
 
-use crate::errors::{device_error, value_error, ConfigError, SsdlabError};
+use crate::errors::{value_error, ConfigError, SsdlabError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ssdlab_core::Device;
@@ -189,8 +189,8 @@ impl PyServer {
             (None, Some(port)) => Endpoint::Tcp(py.allow_threads(|| resolve(host, port))?),
             _ => return Err(value_error("give exactly one of socket and port".into())),
         };
-        let device = Device::from_toml(toml_text, source_name, &overrides, seed, true)
-            .map_err(device_error)?;
+        let config = crate::memory::checked_config(toml_text, source_name, &overrides)?;
+        let device = py.allow_threads(|| Device::new(config, seed, true));
         let mut options = ServerOptions::new(endpoint);
         options.clock = clock.to_string();
         options.read_only = read_only;
