@@ -31,7 +31,7 @@ fn closed_run(dev: &mut Device, requests: Vec<HostRequest>, qd: u32) -> serde_js
 mod single_request_latency {
     use super::*;
 
-    const TLC_ONE_DIE: &[(&str, &str)] = &[
+    pub(super) const TLC_ONE_DIE: &[(&str, &str)] = &[
         ("geometry.channels", "1"),
         ("geometry.chips_per_channel", "1"),
         ("geometry.dies_per_chip", "1"),
@@ -521,34 +521,17 @@ mod externally_clocked_submission {
 mod scheduling {
     use super::*;
 
-    /// One die, one plane, TLC 500/700/900 us programs; no host link, BCH decode 10.9 us.
+    /// One die, one plane, TLC 500/700/900 us programs, 3 ms erases; no host link, BCH decode
+    /// 10.9 us (the single-request device, with the link off).
     fn one_die(extra: &[(&'static str, &'static str)]) -> Device {
-        let mut pairs = single_request_latency_pairs();
-        pairs.extend([("host.link_mbps", "0"), ("stats.request_log", "true")]);
+        let mut pairs = super::single_request_latency::TLC_ONE_DIE.to_vec();
+        pairs.extend([
+            ("cell.erase_ns", "3000000"),
+            ("host.link_mbps", "0"),
+            ("stats.request_log", "true"),
+        ]);
         pairs.extend_from_slice(extra);
         device(&pairs, 1)
-    }
-
-    fn single_request_latency_pairs() -> Vec<(&'static str, &'static str)> {
-        vec![
-            ("geometry.channels", "1"),
-            ("geometry.chips_per_channel", "1"),
-            ("geometry.dies_per_chip", "1"),
-            ("geometry.planes_per_die", "1"),
-            ("geometry.blocks_per_plane", "128"),
-            ("geometry.pages_per_block", "192"),
-            ("geometry.page_size_bytes", "4096"),
-            ("cell.type", "tlc"),
-            ("cell.read_ns", "[58000, 78000, 107000]"),
-            ("cell.program_ns", "[500000, 700000, 900000]"),
-            ("cell.erase_ns", "3000000"),
-            ("channel.rate_mtps", "800"),
-            ("channel.command_overhead_ns", "300"),
-            ("ecc.code", "bch"),
-            ("ecc.codeword_bytes", "1024"),
-            ("ecc.correctable_bits", "12"),
-            ("ecc.encode_ns", "800"),
-        ]
     }
 
     fn at(op: Op, page: u64, t: u64) -> HostRequest {

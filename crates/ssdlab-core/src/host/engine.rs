@@ -758,6 +758,26 @@ impl Device {
         }
     }
 
+    /// Count one GC page move (read and program, both with the page's OOB) taking `busy` of
+    /// array and bus time, for the request log too, and move its stored data.
+    fn count_gc_move(&mut self, src: u32, dst: u32, busy: u64, background: bool) {
+        self.flash.array_reads += 1;
+        self.flash.programs += 1;
+        self.flash.oob_reads += 1;
+        self.flash.oob_writes += 1;
+        self.flash.gc_busy_ns += busy;
+        if background {
+            self.flash.gc_background_ns += busy;
+        }
+        self.work.reads += 1;
+        self.work.programs += 1;
+        self.work.oob_reads += 1;
+        self.work.flash_ns += busy;
+        if let Some(store) = &mut self.store {
+            store.relocate(src, dst);
+        }
+    }
+
     /// Turn the FTL's GC work into queued transactions: each move a read released into a
     /// program, the victim's erase after the step's reads. `request` (or NONE) waits for all.
     fn gc_ops_to_txns(&mut self, ops: &[FlashOp], request: u32, class: TxnClass, background: bool) {
@@ -789,21 +809,7 @@ impl Device {
                     let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
                     let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
                     let busy = t_read + t_prog;
-                    self.flash.array_reads += 1;
-                    self.flash.programs += 1;
-                    self.flash.oob_reads += 1;
-                    self.flash.oob_writes += 1;
-                    self.flash.gc_busy_ns += busy;
-                    if background {
-                        self.flash.gc_background_ns += busy;
-                    }
-                    self.work.reads += 1;
-                    self.work.programs += 1;
-                    self.work.oob_reads += 1;
-                    self.work.flash_ns += busy;
-                    if let Some(store) = &mut self.store {
-                        store.relocate(src, dst);
-                    }
+                    self.count_gc_move(src, dst, busy, background);
                     let die = self.geo.die_of(src);
                     let e = self.engine();
                     if fused != NONE && e.txns[fused as usize].die == die {
@@ -842,21 +848,7 @@ impl Device {
                         self.flash.bytes_transferred += 2 * page_bytes;
                         busy += 2 * xfer;
                     }
-                    self.flash.array_reads += 1;
-                    self.flash.programs += 1;
-                    self.flash.oob_reads += 1;
-                    self.flash.oob_writes += 1;
-                    self.flash.gc_busy_ns += busy;
-                    if background {
-                        self.flash.gc_background_ns += busy;
-                    }
-                    self.work.reads += 1;
-                    self.work.programs += 1;
-                    self.work.oob_reads += 1;
-                    self.work.flash_ns += busy;
-                    if let Some(store) = &mut self.store {
-                        store.relocate(src, dst);
-                    }
+                    self.count_gc_move(src, dst, busy, background);
                     let mut program = self.at_page(txn(TxnKind::Program, class, t_prog), dst);
                     program.transfers = transfers;
                     program.gates = 1;
@@ -954,19 +946,7 @@ impl Device {
             };
         }
         let page = self.page_size() as u64;
-        let first_lpa = req.offset / page;
-        let pages = if req.length == 0 {
-            0
-        } else {
-            (req.offset + req.length - 1) / page - first_lpa + 1
-        };
-        let cpu = &self.config.controller;
-        let mut start = issue_ns;
-        if cpu.cpu_ns_per_request > 0 || cpu.cpu_ns_per_page > 0 {
-            start =
-                start.max(self.cpu_free_ns) + cpu.cpu_ns_per_request + cpu.cpu_ns_per_page * pages;
-            self.cpu_free_ns = start;
-        }
+        let (first_lpa, pages, start) = self.split_and_charge_cpu(req, issue_ns);
         let result = match req.op {
             Op::Read => self.engine_read(req, start, first_lpa, pages, slot),
             Op::Write => self.engine_write(req, start, first_lpa, pages, slot),

@@ -404,19 +404,7 @@ impl Device {
         self.work = RequestWork::default();
         self.maybe_background_gc(issue_ns)?;
         let page = self.page_size() as u64;
-        let first_lpa = req.offset / page;
-        let pages = if req.length == 0 {
-            0
-        } else {
-            (req.offset + req.length - 1) / page - first_lpa + 1
-        };
-        let cpu = &self.config.controller;
-        let mut start = issue_ns;
-        if cpu.cpu_ns_per_request > 0 || cpu.cpu_ns_per_page > 0 {
-            start =
-                start.max(self.cpu_free_ns) + cpu.cpu_ns_per_request + cpu.cpu_ns_per_page * pages;
-            self.cpu_free_ns = start;
-        }
+        let (first_lpa, pages, start) = self.split_and_charge_cpu(req, issue_ns);
         let (complete_ns, uncorrectable) = match req.op {
             Op::Read => self.execute_read(req, start, first_lpa, pages, out)?,
             Op::Write => (
@@ -446,6 +434,26 @@ impl Device {
             uncorrectable,
             queue_ns: self.work.queue_ns,
         })
+    }
+
+    /// The request's first logical page and page count, and when the device CPU has handled
+    /// it (per request and per page), for a request issued at `issue_ns`.
+    fn split_and_charge_cpu(&mut self, req: &HostRequest, issue_ns: u64) -> (u64, u64, u64) {
+        let page = self.page_size() as u64;
+        let first_lpa = req.offset / page;
+        let pages = if req.length == 0 {
+            0
+        } else {
+            (req.offset + req.length - 1) / page - first_lpa + 1
+        };
+        let cpu = &self.config.controller;
+        let mut start = issue_ns;
+        if cpu.cpu_ns_per_request > 0 || cpu.cpu_ns_per_page > 0 {
+            start =
+                start.max(self.cpu_free_ns) + cpu.cpu_ns_per_request + cpu.cpu_ns_per_page * pages;
+            self.cpu_free_ns = start;
+        }
+        (first_lpa, pages, start)
     }
 
     /// Background GC: one plane per request is checked (round robin, cheap and deterministic).

@@ -113,18 +113,9 @@ impl InFlightSet {
         self.slots[slot as usize]
     }
 
+    /// Hold `f`, whose completion time is known, in the heap (reservation path).
     fn push(&mut self, seq: u64, f: InFlight) {
-        self.live += 1;
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot as usize] = f;
-                slot
-            }
-            None => {
-                self.slots.push(f);
-                (self.slots.len() - 1) as u16
-            }
-        };
+        let slot = self.insert(f);
         let order = (seq & ((1 << 48) - 1)) << 16 | slot as u64;
         self.heap
             .push(Reverse((f.complete_ns as u128) << 64 | order as u128));
