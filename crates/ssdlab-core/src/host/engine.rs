@@ -1073,13 +1073,7 @@ impl Device {
         for i in 0..pages {
             let lpa = first_lpa + i;
             let (lo, hi) = page_span(req, lpa, page);
-            let link = self.link_ns(hi - lo);
-            let arrive = if link == 0 {
-                start
-            } else {
-                self.link_in_free_ns.max(start) + link
-            };
-            self.link_in_free_ns = self.link_in_free_ns.max(arrive);
+            let arrive = self.host_data_in(start, hi - lo);
             let plane = {
                 let e = self.engine.as_ref().expect("engine");
                 self.allocator.choose(handle, &e.die_load_ns, start)

@@ -284,6 +284,19 @@ impl Device {
         }
     }
 
+    /// When `bytes` of write data sent at `start_ns` have crossed the host link: write data
+    /// crosses page by page in issue order; with the link model off it waits for nothing.
+    #[inline]
+    fn host_data_in(&mut self, start_ns: u64, bytes: u64) -> u64 {
+        let link = self.link_ns(bytes);
+        if link == 0 {
+            return start_ns;
+        }
+        let arrive = self.link_in_free_ns.max(start_ns) + link;
+        self.link_in_free_ns = arrive;
+        arrive
+    }
+
     fn check_range(&self, req: &HostRequest) -> Result<(), DeviceError> {
         if req.op == Op::Flush {
             return Ok(());
@@ -795,14 +808,7 @@ impl Device {
         for i in 0..pages {
             let lpa = first_lpa + i;
             let (lo, hi) = page_span(req, lpa, page);
-            // Host data crosses the link page by page, in issue order.
-            let link = self.link_ns(hi - lo);
-            let arrive = if link == 0 {
-                start
-            } else {
-                self.link_in_free_ns.max(start) + link
-            };
-            self.link_in_free_ns = self.link_in_free_ns.max(arrive);
+            let arrive = self.host_data_in(start, hi - lo);
             let mut ready = arrive + encode;
             if buffer_pages > 0 {
                 while self
