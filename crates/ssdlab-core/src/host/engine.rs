@@ -224,33 +224,15 @@ impl Engine {
     }
 
     fn new_txn(&mut self, txn: Txn) -> u32 {
-        match self.free_txns.pop() {
-            Some(id) => {
-                self.txns[id as usize] = txn;
-                id
-            }
-            None => {
-                self.txns.push(txn);
-                (self.txns.len() - 1) as u32
-            }
-        }
+        slab_insert(&mut self.txns, &mut self.free_txns, txn)
     }
 
     fn new_batch(&mut self) -> u32 {
-        let b = Batch {
+        let batch = Batch {
             reads_left: 0,
             erase: NONE,
         };
-        match self.free_batches.pop() {
-            Some(id) => {
-                self.batches[id as usize] = b;
-                id
-            }
-            None => {
-                self.batches.push(b);
-                (self.batches.len() - 1) as u32
-            }
-        }
+        slab_insert(&mut self.batches, &mut self.free_batches, batch)
     }
 
     fn die_queues_empty(&self, die: u32) -> bool {
@@ -287,6 +269,21 @@ impl Engine {
             let complete = r.complete_ns;
             self.done.push(Reverse((complete, self.done_seq, slot)));
             self.done_seq += 1;
+        }
+    }
+}
+
+/// Put `item` in a freed slot of `items` (or a new one) and return its index: slots are reused,
+/// so memory follows what is in flight.
+pub(crate) fn slab_insert<T>(items: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
+    match free.pop() {
+        Some(id) => {
+            items[id as usize] = item;
+            id
+        }
+        None => {
+            items.push(item);
+            (items.len() - 1) as u32
         }
     }
 }

@@ -66,7 +66,7 @@ struct InFlight {
 struct InFlightSet {
     heap: BinaryHeap<Reverse<u128>>,
     slots: Vec<InFlight>,
-    free: Vec<u16>,
+    free: Vec<u32>,
     /// Requests in flight (in the heap, or in the event engine by slot).
     live: usize,
 }
@@ -95,21 +95,13 @@ impl InFlightSet {
     /// Hold `f` in a slot whose completion the event engine will report.
     fn insert(&mut self, f: InFlight) -> u16 {
         self.live += 1;
-        match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot as usize] = f;
-                slot
-            }
-            None => {
-                self.slots.push(f);
-                (self.slots.len() - 1) as u16
-            }
-        }
+        // At most MAX_DEPTH slots are live, so the index fits the key's 16-bit field.
+        super::engine::slab_insert(&mut self.slots, &mut self.free, f) as u16
     }
 
     fn take(&mut self, slot: u16) -> InFlight {
         self.live -= 1;
-        self.free.push(slot);
+        self.free.push(slot as u32);
         self.slots[slot as usize]
     }
 
