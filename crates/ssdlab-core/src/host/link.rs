@@ -12,7 +12,6 @@ use std::collections::VecDeque;
 pub struct LinkCalendar {
     /// Busy intervals [start, end), sorted, disjoint and not adjacent.
     busy: VecDeque<(u64, u64)>,
-    pub busy_ns: u64,
 }
 
 impl LinkCalendar {
@@ -25,7 +24,6 @@ impl LinkCalendar {
         while self.busy.front().is_some_and(|&(_, end)| end <= now_ns) {
             self.busy.pop_front();
         }
-        self.busy_ns += duration_ns;
         // The common case: data ready at or after the last reservation ends goes at the end.
         match self.busy.back_mut() {
             None => {
@@ -74,7 +72,6 @@ impl LinkCalendar {
 
     pub fn reset(&mut self) {
         self.busy.clear();
-        self.busy_ns = 0;
     }
 }
 
@@ -92,7 +89,6 @@ mod tests {
         assert_eq!(link.reserve(950, 100, 0), 1_200);
         // Back to back transfers queue by bandwidth.
         assert_eq!(link.reserve(0, 100, 0), 210);
-        assert_eq!(link.busy_ns, 400);
     }
 
     #[test]

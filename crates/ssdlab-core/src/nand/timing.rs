@@ -18,8 +18,6 @@ pub struct Timeline {
     dies_per_channel: u32,
     cache_read: bool,
     cache_program: bool,
-    /// Total array-busy time over all dies.
-    pub die_busy_ns: u64,
     /// Array-busy time of each die.
     pub busy_per_die_ns: Vec<u64>,
     /// Total bus-busy time over all channels.
@@ -44,7 +42,6 @@ impl Timeline {
             dies_per_channel: dies / channels,
             cache_read,
             cache_program,
-            die_busy_ns: 0,
             busy_per_die_ns: vec![0; dies as usize],
             channel_busy_ns: 0,
         }
@@ -92,7 +89,6 @@ impl Timeline {
         let d = die as usize;
         let start = ready_ns.max(self.die_free_ns[d]);
         let sensed = start + array_ns;
-        self.die_busy_ns += array_ns;
         self.busy_per_die_ns[d] += array_ns;
         if transfer_ns == 0 {
             self.die_free_ns[d] = sensed;
@@ -141,7 +137,6 @@ impl Timeline {
         let start = data_in.max(self.die_free_ns[d]);
         let end = start + program_ns;
         self.die_free_ns[d] = end;
-        self.die_busy_ns += program_ns;
         self.busy_per_die_ns[d] += program_ns;
         OpTiming {
             array_start_ns: start,
@@ -155,7 +150,6 @@ impl Timeline {
         let d = die as usize;
         let start = ready_ns.max(self.die_free_ns[d]);
         self.die_free_ns[d] = start + erase_ns;
-        self.die_busy_ns += erase_ns;
         self.busy_per_die_ns[d] += erase_ns;
         OpTiming {
             array_start_ns: start,
@@ -166,14 +160,12 @@ impl Timeline {
     pub fn reset(&mut self) {
         self.die_free_ns.iter_mut().for_each(|t| *t = 0);
         self.channel_free_ns.iter_mut().for_each(|t| *t = 0);
-        self.die_busy_ns = 0;
         self.busy_per_die_ns.iter_mut().for_each(|t| *t = 0);
         self.channel_busy_ns = 0;
     }
 
     /// Account array time spent outside this timeline (by the event engine).
     pub fn add_busy(&mut self, die: u32, busy_ns: u64) {
-        self.die_busy_ns += busy_ns;
         self.busy_per_die_ns[die as usize] += busy_ns;
     }
 }

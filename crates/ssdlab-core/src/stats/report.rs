@@ -121,6 +121,7 @@ fn utilisation(busy_ns: &[u64], sim_time_ns: u64) -> (f64, f64) {
 }
 
 pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
+    let (die_utilisation, die_utilisation_max) = utilisation(r.die_busy_ns, r.sim_time_ns);
     let host = r.ftl.host_pages_written;
     let flash = r.ftl.flash_pages_programmed();
     let waf = if host == 0 {
@@ -159,8 +160,8 @@ pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
             "policy": r.gc_policy,
         },
         // Array-busy time over simulated time: a saturated device keeps its dies busy.
-        "die_utilisation": utilisation(r.die_busy_ns, r.sim_time_ns).0,
-        "die_utilisation_max": utilisation(r.die_busy_ns, r.sim_time_ns).1,
+        "die_utilisation": die_utilisation,
+        "die_utilisation_max": die_utilisation_max,
         "suspensions": r.flash.suspensions,
         "scheduler": r.scheduler,
         "allocation": r.allocation,
