@@ -63,6 +63,25 @@ fn random_requests(n: usize, read_fraction: f64, logical: u64, seed: u64) -> Vec
         .collect()
 }
 
+/// `n` random 4 KiB requests (`read_fraction` of them reads, from `seed`) at QD 32, closed
+/// loop, on the `base` device preconditioned to GC steady state, scheduled by `scheduler`.
+fn steady_state_qd32(
+    base: &[(&str, &str)],
+    scheduler: &str,
+    suspend: &str,
+    n: usize,
+    read_fraction: f64,
+    seed: u64,
+) -> serde_json::Value {
+    let mut cfg = base.to_vec();
+    cfg.push(("controller.scheduler", scheduler));
+    cfg.push(("cell.suspend", suspend));
+    let mut dev = device(&cfg, 1);
+    dev.precondition(PreconditionOptions::default()).unwrap();
+    let reqs = random_requests(n, read_fraction, dev.logical_bytes(), seed);
+    run(&mut dev, reqs, 32, Loop::Closed)
+}
+
 fn f(v: &serde_json::Value) -> f64 {
     v.as_f64().unwrap_or(0.0)
 }
@@ -83,13 +102,7 @@ fn main() {
         ("out_of_order", "true"),
         ("fcfs", "false"),
     ] {
-        let mut cfg = base.to_vec();
-        cfg.push(("controller.scheduler", sched));
-        cfg.push(("cell.suspend", suspend));
-        let mut dev = device(&cfg, 1);
-        dev.precondition(PreconditionOptions::default()).unwrap();
-        let reqs = random_requests(n, 0.0, dev.logical_bytes(), 2);
-        let job = run(&mut dev, reqs, 32, Loop::Closed);
+        let job = steady_state_qd32(&base, sched, suspend, n, 0.0, 2);
         let w = &job["write"];
         let util = f(&job["ssd"]["die_utilisation"]);
         let iops = f(&w["iops"]);
@@ -124,13 +137,7 @@ fn main() {
         ("out_of_order", "true"),
         ("fcfs", "false"),
     ] {
-        let mut cfg = base.to_vec();
-        cfg.push(("controller.scheduler", sched));
-        cfg.push(("cell.suspend", suspend));
-        let mut dev = device(&cfg, 1);
-        dev.precondition(PreconditionOptions::default()).unwrap();
-        let reqs = random_requests(n, 0.3, dev.logical_bytes(), 4);
-        let job = run(&mut dev, reqs, 32, Loop::Closed);
+        let job = steady_state_qd32(&base, sched, suspend, n, 0.3, 4);
         let r = &job["read"]["clat_ns"]["percentile"];
         let p50 = f(&r["50.000000"]);
         let p99 = f(&r["99.000000"]);
