@@ -210,7 +210,7 @@ class Device:
     @property
     def config(self) -> dict[str, Any]:
         """The canonical resolved configuration."""
-        return json.loads(self._handle.config_json)
+        return self._handle.config
 
     # -- single requests -------------------------------------------------------------------------
 
@@ -390,7 +390,7 @@ class Device:
 
     def stats(self) -> dict[str, Any]:
         """The cumulative ``ssd`` statistics: WAF, GC, erases, energy, ECC, placement, time."""
-        return json.loads(self._handle.ssd_stats())
+        return self._handle.ssd_stats()
 
     def time_series(self) -> list[dict[str, Any]]:
         """Per-interval rows (for plots); empty unless the device was built with
@@ -399,7 +399,7 @@ class Device:
         Only intervals with completions or device work have a row; each row gives its
         ``start_ns`` and ``interval_ns`` (which doubles when the series reaches its row budget).
         """
-        return json.loads(self._handle.time_series())
+        return self._handle.time_series()
 
     def request_log_csv(self) -> str:
         """The per-request log the device holds, as CSV text with its header (rows only with
@@ -440,7 +440,7 @@ class Device:
                         f"{completed} requests (at {self.now} ns)"
                     )
                 last = completed
-        return JobResult(json.loads(self._handle.finish_job()))
+        return JobResult(self._handle.finish_job())
 
     def _result(self, jobs: list[JobResult]) -> RunResult:
         return RunResult(seed=self.seed, config_hash=self.config_hash, jobs=jobs, ssd=self.stats())
