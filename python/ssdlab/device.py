@@ -165,8 +165,36 @@ class Device:
         store_data: bool = False,
         time_series: bool = False,
     ) -> None:
-        _check_int("seed", seed, 0, _U64_MAX)
         toml_text, source_name = resolve(config)
+        self._build(toml_text, source_name, seed, overrides, store_data, time_series)
+
+    @classmethod
+    def from_toml(
+        cls,
+        toml_text: str,
+        source_name: str,
+        *,
+        seed: int = 0,
+        overrides: Overrides = None,
+        store_data: bool = False,
+        time_series: bool = False,
+    ) -> Device:
+        """A device from configuration text already read (``source_name`` prefixes its errors),
+        e.g. on a sweep worker that need not see the files the configuration came from."""
+        device = cls.__new__(cls)
+        device._build(toml_text, source_name, seed, overrides, store_data, time_series)
+        return device
+
+    def _build(
+        self,
+        toml_text: str,
+        source_name: str,
+        seed: int,
+        overrides: Overrides,
+        store_data: bool,
+        time_series: bool,
+    ) -> None:
+        _check_int("seed", seed, 0, _U64_MAX)
         self.seed = seed
         self.source_name = source_name
         self.store_data = store_data
