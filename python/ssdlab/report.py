@@ -20,7 +20,7 @@ import pandas as pd
 
 from ssdlab import spec as spec_mod
 from ssdlab.errors import SsdlabError
-from ssdlab.store import SPEC_FILE, load_results, read_meta
+from ssdlab.store import META_FILE, load_results, read_meta
 
 #: The default metrics, when the spec's [report] names none.
 DEFAULT_METRICS = ("waf", "write.iops", "read.p99_us")
@@ -73,7 +73,8 @@ def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = Non
     """Write ``report.md`` and one PNG per metric into ``out_dir/report`` and return them."""
     out = Path(out_dir)
     meta = read_meta(out)
-    spec = spec_mod.load(out / SPEC_FILE, scale=meta.get("scale"))
+    axes = {axis["key"]: axis["values"] for axis in meta.get("axes", [])}
+    where = f"{out / META_FILE} ([report] of the spec)"
     results = load_results(out)
     if results.empty:
         raise ReportError(f"{out}: no results yet (run the sweep first)")
@@ -81,8 +82,8 @@ def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = Non
     failed = len(results) - len(ok)
     if ok.empty:
         raise ReportError(f"{out}: every one of its {len(results)} runs failed; nothing to plot")
-    settings = spec.report
-    varying = [a.key for a in spec.axes if len(a.values) > 1 and a.key != spec_mod.SEED]
+    settings = meta.get("report") or {}
+    varying = [k for k, values in axes.items() if len(values) > 1 and k != spec_mod.SEED]
     x = settings.get("x") or (varying[0] if varying else spec_mod.SEED)
     series_keys = settings.get("series")
     if isinstance(series_keys, str):
@@ -91,26 +92,25 @@ def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = Non
         series_keys = [k for k in varying if k != x]
     metrics = list(settings.get("metrics") or DEFAULT_METRICS)
     for key in [x, *series_keys]:
-        if key not in spec.axis_keys:
+        if key not in axes:
             raise ReportError(
-                f"{spec.path}: [report] names {key!r}, which is not an axis "
-                f"(axes: {', '.join(spec.axis_keys)})"
+                f"{where}: names {key!r}, which is not an axis (axes: {', '.join(axes)})"
             )
     for metric in metrics:
         if metric not in ok:
             raise ReportError(
-                f"{spec.path}: [report] metric {metric!r} is not a result column; columns "
+                f"{where}: metric {metric!r} is not a result column; columns "
                 f"include: {', '.join(c for c in ok.columns if '.' in c or c == 'waf')[:600]}"
             )
     target = Path(report_dir) if report_dir else out / REPORT_DIR
     target.mkdir(parents=True, exist_ok=True)
-    title = settings.get("title") or spec.description or f"sweep {spec.name}"
+    title = settings.get("title") or meta.get("description") or f"sweep {meta.get('name')}"
     tables = [_metric_table(ok, metric, x, series_keys, target, title) for metric in metrics]
     seeds = ok[spec_mod.SEED].nunique()
     lines = [f"# {title}", ""]
     lines.append(
-        f"Sweep `{spec.name}`"
-        + (f" at scale `{spec.scale}`" if spec.scale else "")
+        f"Sweep `{meta.get('name')}`"
+        + (f" at scale `{meta['scale']}`" if meta.get("scale") else "")
         + f": {len(ok)} runs"
         + (f" ({failed} failed, left out)" if failed else "")
         + f", {seeds} seed{'s' if seeds != 1 else ''} per point"

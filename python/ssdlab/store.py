@@ -2,8 +2,9 @@
 
 An output directory holds::
 
-    sweep.toml            the spec as given (with its scale, see sweep.json)
-    sweep.json            spec name, scale and digest: the directory belongs to that spec
+    sweep.toml            the spec as given (a copy, for the record)
+    sweep.json            spec name, scale, digest (the directory belongs to that spec), axes
+                          and [report] section
     results/*.parquet     one row per run: axis values, run key, status, error, wall time,
                           version, config hash, and the flattened statistics
     runs/<key>.json       each run's full result in fio's JSON layout (or its error)
@@ -26,13 +27,16 @@ import uuid
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ssdlab.errors import SsdlabError
+
+if TYPE_CHECKING:
+    from ssdlab.spec import Spec
 
 META_FILE = "sweep.json"
 SPEC_FILE = "sweep.toml"
@@ -133,11 +137,10 @@ class Store:
 
     # -- opening ---------------------------------------------------------------------------------
 
-    def open_for(
-        self, *, name: str, scale: str | None, digest: str, text: str, force: bool
-    ) -> None:
+    def open_for(self, spec: Spec, *, force: bool) -> None:
         """Claim the directory for a spec: refuse another spec's results unless ``force``,
         which (for any spec) discards the results there."""
+        digest = spec.digest
         meta_path = self.dir / META_FILE
         if meta_path.exists() and not force:
             try:
@@ -162,9 +165,20 @@ class Store:
                 shutil.rmtree(sub, ignore_errors=True)
         self.results.mkdir(parents=True, exist_ok=True)
         self.runs.mkdir(parents=True, exist_ok=True)
-        meta = {"name": name, "scale": scale, "digest": digest, "format": 1}
+        for stale in (*self.results.glob("*.tmp"), *self.runs.glob("*.tmp")):
+            stale.unlink(missing_ok=True)  # left by a sweep killed while writing
+        meta = {
+            "format": 1,
+            "name": spec.name,
+            "description": spec.description,
+            "scale": spec.scale,
+            "digest": digest,
+            # What the report needs, so that it does not depend on the spec's files.
+            "axes": [{"key": a.key, "values": a.values} for a in spec.axes],
+            "report": spec.report,
+        }
         _write_atomic(meta_path, json.dumps(meta, indent=2) + "\n")
-        _write_atomic(self.dir / SPEC_FILE, text)
+        _write_atomic(self.dir / SPEC_FILE, spec.text)
 
     # -- reading ---------------------------------------------------------------------------------
 

@@ -5,8 +5,9 @@ directory, skips the runs the store already holds, and submits the rest to Dask:
 ``LocalCluster`` with one worker process per core by default, or an existing scheduler by
 address (``tcp://host:8786``), which is how the same spec runs on SLURM or Kubernetes through
 dask-jobqueue or dask-kubernetes. Results are recorded as they arrive: each run's JSON at once,
-rows in Parquet part files at most a second apart, so a killed sweep loses at most its runs in
-flight and the last second's rows; the next invocation runs only what is missing. A run that
+its row in a Parquet part file as soon as no other result is waiting (at most every 0.1 s), so
+a killed sweep loses its runs in flight and little else; the next invocation runs only what the
+store lacks. A run that
 fails (or whose worker dies too often) is recorded with its error and the sweep goes on.
 """
 
@@ -32,8 +33,9 @@ from ssdlab.runner import execute
 from ssdlab.spec import Run, Spec
 from ssdlab.store import Store, flatten
 
-#: Seconds between two flushes of finished rows to Parquet.
-FLUSH_EVERY_S = 1.0
+#: Rows are written to Parquet when no other result is waiting, at most this often: a burst
+#: of short runs becomes one part file, a finished long run is in the store at once.
+FLUSH_EVERY_S = 0.1
 
 #: Seconds to wait for a scheduler given by address before giving up.
 CONNECT_TIMEOUT_S = 10.0
@@ -105,9 +107,7 @@ def run_sweep(
         raise ValueError(f"workers: expected at least 1, got {workers}")
     out_dir = Path(out) if out is not None else Path(default_out(spec))
     store = Store(out_dir)
-    store.open_for(
-        name=spec.name, scale=spec.scale, digest=spec.digest, text=spec.text, force=force
-    )
+    store.open_for(spec, force=force)
     stored, problems = store.read(set_aside=True)
     for problem in problems:
         (on_problem or _log_problem)(problem)
@@ -160,7 +160,8 @@ def _execute_all(
     ]
     # A second reference keeps each future until its result is recorded.
     pending = {f.key: f for f in futures}
-    for future in as_completed(futures, loop=client.loop):
+    finished = as_completed(futures, loop=client.loop)
+    for future in finished:
         run = by_key[future.key.removeprefix("ssdlab-run-")]
         if future.status == "finished":
             result = future.result()
@@ -179,7 +180,7 @@ def _execute_all(
         bar(outcome.ran, outcome.failed)
         pending.pop(future.key, None)
         future.release()
-        if store.flush_due(FLUSH_EVERY_S):
+        if not finished.has_ready() and store.flush_due(FLUSH_EVERY_S):
             store.flush()
 
 
