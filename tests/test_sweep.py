@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import ssdlab
+from ssdlab import reproduce
 from ssdlab import spec as spec_mod
 from ssdlab.sweeps import run_sweep
 from sweep_support import (
@@ -72,6 +73,15 @@ def test_axes_expand_as_a_product_or_zipped(tmp_path):
     zipped = TINY_SPEC.replace('config = "tlc"', 'config = "tlc"\nzip = true')
     spec = spec_mod.load(write_spec(tmp_path, zipped))
     assert [(r.point["geometry.blocks_per_plane"], r.seed) for r in spec.runs] == [(48, 1), (64, 2)]
+
+
+def test_shipped_specs_are_valid():
+    root = Path(__file__).resolve().parent.parent
+    example = spec_mod.load(root / "examples" / "sweep.toml")
+    assert len(example.runs) == 32
+    assert len(spec_mod.load(root / "examples" / "sweep.toml", scale="quick").runs) == 16
+    sizes = {scale: len(reproduce.load("hints", scale).runs) for scale in reproduce.SCALES}
+    assert sizes == {"quick": 6, "small": 42, "paper": 100}
 
 
 def test_run_keys_follow_what_determines_a_run(tmp_path):

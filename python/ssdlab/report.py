@@ -2,8 +2,9 @@
 
 The spec's ``[report]`` section chooses them: ``x`` (the axis on the horizontal axis),
 ``metrics`` (result columns: ``waf``, ``write.iops``, ``read.p99_us``, ``gc.pages_moved``, ...)
-and optionally ``series`` (the axes whose values make the plot's lines; by default every other
-axis that varies, except the seed) and ``title``. For each metric there is one table (a row per
+and optionally ``series`` (the axes whose values make the plot's lines, first in their labels;
+every other axis that varies, except the seed, is added to them: only seeds are averaged) and
+``title``. For each metric there is one table (a row per
 x value, a column per series, mean ± standard deviation over the seeds when there are several)
 and one plot (a line per series, error bars across seeds). Failed runs are left out and counted.
 """
@@ -88,8 +89,10 @@ def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = Non
     series_keys = settings.get("series")
     if isinstance(series_keys, str):
         series_keys = [series_keys]
-    if series_keys is None:
-        series_keys = [k for k in varying if k != x]
+    # Axes that vary are never averaged together: those the report does not name come after
+    # the named ones. Only the seeds are averaged.
+    series_keys = list(series_keys or [])
+    series_keys += [k for k in varying if k != x and k not in series_keys]
     metrics = list(settings.get("metrics") or DEFAULT_METRICS)
     for key in [x, *series_keys]:
         if key not in axes:

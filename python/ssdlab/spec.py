@@ -326,11 +326,16 @@ def _build(
         overrides = parse_overrides(items)
     except ConfigError as err:
         raise lines.error(top, "set", f"set: {err}") from None
+    axes_raw = raw.get("axes")
+    axis_keys = list(axes_raw) if isinstance(axes_raw, dict) else []
     try:
         _core.check_config(config_text, config_source, overrides)
     except ConfigError as err:
-        bad = _key_in_message(str(err), [k for k, _ in overrides])
-        raise lines.error(top, bad or "set", f"set: {err}") from None
+        # A key the axes set may make the base valid (more spare space, say): the points
+        # decide. Anything else (an unknown key, a bad value) is the base's own error.
+        if not _key_in_message(str(err), axis_keys):
+            bad = _key_in_message(str(err), [k for k, _ in overrides])
+            raise lines.error(top, bad or "set", f"set: {err}") from None
     if any(key == HONOR_HINTS_KEY for key, _ in overrides):
         raise lines.error(
             top, HONOR_HINTS_KEY, f"set: {HONOR_HINTS_KEY} is what the hints axis sets; use hints"
@@ -623,6 +628,9 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
                     [*spec.overrides, (axis.key, _text(value))],
                 )
             except ConfigError as err:
+                others = [k for k in config_keys if k != axis.key]
+                if _key_in_message(str(err), others):
+                    continue  # it depends on another axis's value: the points decide
                 raise lines.error(
                     where, axis.key, f"axis {axis.key!r}, value {value!r}: {err}"
                 ) from None
@@ -638,9 +646,10 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
                 info = _core.check_config(spec.config_text, spec.config_source, overrides)
             except ConfigError as err:
                 values = ", ".join(f"{k} = {point[k]!r}" for k in config_keys)
-                raise lines.error(
-                    where, config_keys[0] if config_keys else "set", f"the point ({values}): {err}"
-                ) from None
+                key = _key_in_message(str(err), config_keys) or (
+                    config_keys[0] if config_keys else "set"
+                )
+                raise lines.error(where, key, f"the point ({values}): {err}") from None
             checked[signature] = info["hash"]
         config_hash = checked[signature]
         workload = spec.workloads[point[WORKLOAD]]

@@ -57,6 +57,9 @@ class SweepOutcome:
     failed: int = 0
     problems: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    #: Seconds to start (or reach) the cluster and to stop (or leave) it: once per sweep.
+    cluster_start_s: float = 0.0
+    cluster_stop_s: float = 0.0
 
     @property
     def total(self) -> int:
@@ -122,14 +125,16 @@ def run_sweep(
     )
     if todo:
         n_workers = min(workers or default_workers(), len(todo))
-        with (
-            _client(dask, n_workers, connect_timeout_s) as client,
-            _bar(spec, len(todo), progress) as bar,
-        ):
-            try:
-                _execute_all(client, todo, store, spec, outcome, bar)
-            finally:
-                store.flush()
+        connecting = time.perf_counter()
+        with _client(dask, n_workers, connect_timeout_s) as client:
+            outcome.cluster_start_s = time.perf_counter() - connecting
+            with _bar(spec, len(todo), progress) as bar:
+                try:
+                    _execute_all(client, todo, store, spec, outcome, bar)
+                finally:
+                    store.flush()
+            closing = time.perf_counter()
+        outcome.cluster_stop_s = time.perf_counter() - closing
     store.compact()
     frame, late = store.read()
     outcome.problems += late
