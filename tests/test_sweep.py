@@ -139,6 +139,15 @@ def test_bad_spec_is_refused_before_any_run(tmp_path, old, new, expected):
     assert not out.exists()  # nothing started
 
 
+def test_two_points_that_are_the_same_run_are_refused(tmp_path):
+    text = TINY_SPEC.replace(
+        '[workloads.randrw]\njob = "randrw.fio"',
+        '[workloads.randrw]\njob = "randrw.fio"\n\n[workloads.again]\njob = "randrw.fio"',
+    )
+    with pytest.raises(spec_mod.SpecError, match="are the same run"):
+        spec_mod.load(write_spec(tmp_path, text))
+
+
 def test_results_cross_from_rust_as_dicts(make_device, randrw_job):
     device = make_device()
     handle = device._handle

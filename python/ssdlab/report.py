@@ -220,14 +220,17 @@ def _cell(cell: tuple[float, float, int] | None) -> str:
     mean, std, count = cell
     text = _number(mean)
     if count > 1:
-        text += f" ± {_number(std)}"
+        text += f" ± {_number(std, like=mean)}"
     return text
 
 
-def _number(value: float) -> str:
-    if value == 0 or not math.isfinite(value):
+def _number(value: float, like: float | None = None) -> str:
+    """A table figure: digits by magnitude (of ``like`` when given, so that a deviation shows
+    as many decimals as its mean)."""
+    reference = value if like is None else like
+    if not math.isfinite(value) or (value == 0 and like is None):
         return f"{value:g}"
-    magnitude = abs(value)
+    magnitude = abs(reference)
     if magnitude >= 1000:
         return f"{value:,.0f}"
     if magnitude >= 10:

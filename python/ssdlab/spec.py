@@ -636,6 +636,7 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
                 ) from None
     runs = []
     checked: dict[str, str] = {}
+    seen: dict[str, dict[str, Any]] = {}
     for point in _points(spec):
         overrides = list(spec.overrides)
         overrides += [(k, _text(point[k])) for k in config_keys]
@@ -661,9 +662,18 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
             "hints": point[HINTS],
             "precondition": spec.precondition_passes,
         }
+        key = _sha256(identity)[:20]
+        if key in seen:
+            raise lines.error(
+                where,
+                WORKLOAD,
+                f"the points {seen[key]} and {point} are the same run (same configuration, "
+                "workload content, seed and hints); remove one of them",
+            )
+        seen[key] = point
         runs.append(
             Run(
-                key=_sha256(identity)[:20],
+                key=key,
                 point=point,
                 config_text=spec.config_text,
                 config_source=spec.config_source,

@@ -171,11 +171,10 @@ def _execute_all(
         if future.status == "finished":
             result = future.result()
         else:  # the worker died (often enough for Dask to give up), or the task was lost
-            error = future.exception()
             result = {
                 "key": run.key,
                 "ok": False,
-                "error": f"{type(error).__name__}: {error}",
+                "error": _lost(future),
                 "wall_s": None,
                 "worker": None,
             }
@@ -187,6 +186,18 @@ def _execute_all(
         future.release()
         if not finished.has_ready() and store.flush_due(FLUSH_EVERY_S):
             store.flush()
+
+
+def _lost(future: Any) -> str:
+    """Why Dask has no result for a run: its error (``KilledWorker``, ...) or a cancellation
+    (the scheduler went away, or another client cancelled the shared task)."""
+    if future.status == "cancelled":
+        return "CancelledError: the run was cancelled by the scheduler (did it stop?)"
+    try:
+        error = future.exception(timeout=5)
+    except Exception as err:  # the error itself cannot be fetched any more
+        error = err
+    return f"{type(error).__name__}: {error}"
 
 
 def _record(store: Store, spec: Spec, run: Run, result: dict[str, Any]) -> None:
