@@ -70,7 +70,7 @@ _TOP_KEYS = {
     "scales",
     "default_scale",
 }
-_REPORT_KEYS = {"x", "series", "metrics", "title", "headline"}
+_REPORT_KEYS = {"x", "series", "metrics", "title"}
 _TRACE_KEYS = {"trace", "format", "queue_depth", "time_scale", "closed_loop"}
 
 
