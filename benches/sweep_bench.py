@@ -1,7 +1,7 @@
 """Sweep benchmark: what two Dask workers buy over one, and what the sweep machinery costs.
 
 A sweep of 16 runs of about one second each (the ``hints`` study's ``small`` device at 20 %
-over-provisioning, hinted, seeds 1..16, 3.5 host write passes) is run twice in one sitting into
+over-provisioning, hinted, seeds 1..16, 5 host write passes) is run twice in one sitting into
 fresh output directories: with ``--workers 1`` and with ``--workers 2``.
 
 1. Speed-up: wall time with one worker / wall time with two. Target on the 2-core reference
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=16, help="runs per sweep (default 16)")
     parser.add_argument(
-        "--passes", type=float, default=3.5, help="host write passes per run (default 3.5: ~1 s)"
+        "--passes", type=float, default=5.0, help="host write passes per run (default 5: ~1 s)"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
