@@ -726,3 +726,176 @@ mod sustained_overwrites {
         }
     }
 }
+
+/// Mapping units: 4 KiB units packed four to a 16 KiB TLC page through the staging buffer.
+mod mapping_units {
+    use super::*;
+
+    /// One die, one plane, 16 KiB pages of 4 KiB units; host link 4000 MB/s, BCH.
+    fn packed(extra: &[(&'static str, &'static str)]) -> Device {
+        let mut pairs = super::single_request_latency::TLC_ONE_DIE.to_vec();
+        pairs.extend([
+            ("geometry.page_size_bytes", "16384"),
+            ("geometry.pages_per_block", "96"),
+            ("ftl.mapping_unit_bytes", "4096"),
+            ("stats.request_log", "true"),
+        ]);
+        pairs.extend_from_slice(extra);
+        device(&pairs, 1)
+    }
+
+    const LINK_4K: u64 = 1_024; // 4096 B at 4000 MB/s
+    const ENCODE: u64 = 800;
+    const XFER_16K: u64 = 20_480 + 300; // 16 KiB at 800 MT/s x 1 B, plus command overhead
+    const LSB_PROGRAM: u64 = 500_000;
+    const CSB_PROGRAM: u64 = 700_000;
+
+    fn write(dev: &mut Device, offset: u64, len: u64) -> u64 {
+        dev.submit(&HostRequest::new(Op::Write, offset, len), None, None)
+            .unwrap()
+            .latency_ns()
+    }
+
+    fn read(dev: &mut Device, offset: u64, len: u64) -> u64 {
+        dev.submit(&HostRequest::new(Op::Read, offset, len), None, None)
+            .unwrap()
+            .latency_ns()
+    }
+
+    #[test]
+    fn four_kib_writes_fill_one_page_without_reading_it_and_a_flush_pads_the_rest() {
+        let mut dev = packed(&[]);
+        // Units 0-2 wait in the staging buffer: done once their data has crossed the link.
+        for unit in 0..3 {
+            assert_eq!(write(&mut dev, unit * 4096, 4096), LINK_4K, "unit {unit}");
+        }
+        assert_eq!(dev.flash_counters().programs, 0);
+        // Unit 3 fills the page: encode, one 16 KiB transfer and one LSB program.
+        assert_eq!(
+            write(&mut dev, 3 * 4096, 4096),
+            LINK_4K + ENCODE + XFER_16K + LSB_PROGRAM
+        );
+        let flash = dev.flash_counters();
+        assert_eq!(
+            (flash.programs, flash.array_reads, flash.rmw_reads),
+            (1, 0, 0)
+        );
+        assert_eq!(dev.ssd_json()["waf"], 1.0);
+        // The four units are one page: reading all of them senses it once, like reading one.
+        let one = read(&mut dev, 0, 4096);
+        let all = read(&mut dev, 0, 16384);
+        assert_eq!(all - one, 3 * LINK_4K, "the same page read, more link time");
+        assert_eq!(dev.flash_counters().array_reads, 2);
+        // A unit still staged is read from the controller: link time only, no flash read.
+        assert_eq!(write(&mut dev, 4 * 4096, 4096), LINK_4K);
+        assert_eq!(read(&mut dev, 4 * 4096, 4096), LINK_4K);
+        assert_eq!(dev.flash_counters().array_reads, 2);
+        // A flush programs the staged page (the CSB page) with three empty slots.
+        let flush = dev
+            .submit(&HostRequest::new(Op::Flush, 0, 0), None, None)
+            .unwrap();
+        assert_eq!(flush.latency_ns(), XFER_16K + CSB_PROGRAM);
+        let ssd = dev.ssd_json();
+        assert_eq!(ssd["padded_units"], 3);
+        assert_eq!(ssd["flash_pages_programmed"], 2);
+        // One WAF: 2 pages of 16 KiB for 5 units of 4 KiB.
+        assert_eq!(ssd["waf"], 32768.0 / 20480.0);
+        assert_eq!(ssd["placement"]["total"]["waf"], ssd["waf"]);
+        // Nothing is left to flush.
+        let again = dev
+            .submit(&HostRequest::new(Op::Flush, 0, 0), None, None)
+            .unwrap();
+        assert_eq!(again.latency_ns(), 0);
+    }
+
+    #[test]
+    fn a_sub_unit_write_reads_the_old_unit_only_when_it_is_on_flash() {
+        let mut dev = packed(&[]);
+        for unit in 0..4 {
+            write(&mut dev, unit * 4096, 4096);
+        }
+        dev.advance_to(dev.now_ns() + 10_000_000);
+        // Unit 1 is programmed: a 512 B write into it reads its page first (LSB read, 16 KiB
+        // transfer, decode). It is then staged in the next page, so the write is done when that
+        // read has merged its data.
+        let decode = 10_900; // BCH: the page's codewords decode in a pipeline
+        assert_eq!(write(&mut dev, 4096 + 512, 512), 58_000 + XFER_16K + decode);
+        assert_eq!(dev.flash_counters().rmw_reads, 1);
+        // The merged unit is staged now: another 512 B write into it merges in the controller.
+        assert_eq!(write(&mut dev, 4096 + 1024, 512), 128);
+        assert_eq!(dev.flash_counters().rmw_reads, 1);
+        assert_eq!(dev.flash_counters().array_reads, 1);
+    }
+
+    #[test]
+    fn the_event_engine_times_packed_pages_as_the_reservation_path_does() {
+        let mut dev = packed(&[("controller.scheduler", "priority")]);
+        let requests: Vec<HostRequest> = (0..4)
+            .map(|unit| {
+                let mut r = HostRequest::new(Op::Write, unit * 4096, 4096);
+                r.arrival_ns = Some(unit * 10_000);
+                r
+            })
+            .collect();
+        dev.run_to_end(RunSpec {
+            name: "packed".into(),
+            source: Box::new(VecSource::new(requests)),
+            queue_depth: 4,
+            pacing: Loop::Open { time_scale: 1.0 },
+            runtime_ns: None,
+            ramp_ns: None,
+        })
+        .unwrap();
+        let durations: Vec<u64> = dev
+            .request_log()
+            .unwrap()
+            .iter()
+            .map(|r| r.duration_ns)
+            .collect();
+        assert_eq!(
+            durations,
+            [
+                LINK_4K,
+                LINK_4K,
+                LINK_4K,
+                LINK_4K + ENCODE + XFER_16K + LSB_PROGRAM
+            ]
+        );
+        let flash = dev.flash_counters();
+        assert_eq!((flash.programs, flash.array_reads), (1, 0));
+    }
+
+    #[test]
+    fn bad_mapping_units_are_refused_naming_the_key() {
+        let config = |unit: &str, page: &str| {
+            Device::from_toml(
+                "",
+                "t",
+                &overrides(&[
+                    ("ftl.mapping_unit_bytes", unit),
+                    ("geometry.page_size_bytes", page),
+                ]),
+                1,
+                false,
+            )
+        };
+        for (unit, page) in [("3000", "16384"), ("256", "4096"), ("32768", "16384")] {
+            let err = config(unit, page).err().expect("refused").to_string();
+            assert!(
+                err.contains("ftl.mapping_unit_bytes") && err.contains("power of two from 512"),
+                "{unit}/{page}: {err}"
+            );
+        }
+        // Unset: 4 KiB, or the whole page when pages are smaller.
+        let small = Device::from_toml(
+            "",
+            "t",
+            &overrides(&[("geometry.page_size_bytes", "2048")]),
+            1,
+            false,
+        )
+        .unwrap();
+        assert_eq!(small.derived().mapping_unit_bytes, 2048);
+        assert_eq!(config("512", "16384").unwrap().derived().units_per_page, 32);
+    }
+}

@@ -26,7 +26,7 @@
 //! 1,write,0,8192,70000,0,2,0,2,0,64,60000\n\
 //! 2,read,8,4096,50000,1,0,0,0,0,72,40000\n";
 //! let s = summarize_request_log(log.as_bytes(), "log.csv", &RequestLogOptions::default()).unwrap();
-//! assert_eq!((s.rows, s.ops.write.requests, s.host_pages_written), (2, 1, 2));
+//! assert_eq!((s.rows, s.ops.write.requests, s.ops.write.bytes), (2, 1, 8192));
 //! assert_eq!(s.write_amplification, Some(1.0));
 //! assert_eq!(s.total.duration_ns.unwrap().max, 70_000);
 //! ```
@@ -471,7 +471,7 @@ fn show(field: &[u8]) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestLogOptions {
     /// Flash page size of the device that wrote the log (the log does not record it); used only
-    /// for [`RequestLogSummary::host_pages_written`]. A positive multiple of 512.
+    /// for [`RequestLogSummary::write_amplification`]. A positive multiple of 512.
     pub page_size_bytes: u64,
 }
 
@@ -540,14 +540,10 @@ pub struct RequestLogSummary {
     pub last_request: Option<u64>,
     /// [`RequestLogOptions::page_size_bytes`].
     pub page_size_bytes: u64,
-    /// Flash pages the host's writes cover: for each `write` row, the number of
-    /// `page_size_bytes` pages that the byte range [`logical_sector`·512,
-    /// `logical_sector`·512 + `size_bytes`) overlaps. That is how the simulator counts host
-    /// pages written; for page-aligned writes it equals ⌈`size_bytes` / `page_size_bytes`⌉,
-    /// and an unaligned write counts every page it touches (as the device programs them all).
-    pub host_pages_written: u128,
-    /// `total.flash_writes / host_pages_written` (flash writes of every row, so programs of GC
-    /// moves count wherever they were triggered); `None` when no host page was written.
+    /// Media bytes programmed over host bytes written, as the simulator's `waf`:
+    /// `total.flash_writes` × `page_size_bytes` / `ops.write.bytes` (flash writes of every row,
+    /// so programs of GC moves count wherever they were triggered); `None` when nothing was
+    /// written.
     pub write_amplification: Option<f64>,
     /// `total.flash_duration_ns / total.duration_total_ns`: the share of request time spent
     /// in flash commands. It can exceed 1, because the commands of one request run in
@@ -564,7 +560,6 @@ pub struct RequestLogSummarizer {
     rows: u64,
     first_request: Option<u64>,
     last_request: Option<u64>,
-    host_pages_written: u128,
     /// Sums and duration histograms of read, write, trim and flush (the total's are merged
     /// from them at the end).
     ops: [Sums; 4],
@@ -585,7 +580,6 @@ impl RequestLogSummarizer {
             rows: 0,
             first_request: None,
             last_request: None,
-            host_pages_written: 0,
             ops: [Sums::EMPTY; 4],
             histograms: std::array::from_fn(|_| new_histogram()),
         })
@@ -605,9 +599,6 @@ impl RequestLogSummarizer {
         };
         self.ops[index].add(r);
         self.histograms[index].saturating_record(r.duration_ns);
-        if r.op == Op::Write {
-            self.host_pages_written += pages_spanned(r, self.page_size_bytes);
-        }
     }
 
     /// The summary of the rows added so far.
@@ -637,24 +628,15 @@ impl RequestLogSummarizer {
             first_request: self.first_request,
             last_request: self.last_request,
             page_size_bytes: self.page_size_bytes,
-            host_pages_written: self.host_pages_written,
-            write_amplification: ratio(total.flash_writes, self.host_pages_written),
+            write_amplification: ratio(
+                total.flash_writes * u128::from(self.page_size_bytes),
+                ops.write.bytes,
+            ),
             flash_time_share: ratio(total.flash_duration_ns, total.duration_total_ns),
             ops,
             total,
         }
     }
-}
-
-/// Pages of `page` bytes that the row's byte range overlaps (0 for 0 bytes).
-fn pages_spanned(r: &RequestLogRecord, page: u64) -> u128 {
-    if r.size_bytes == 0 {
-        return 0;
-    }
-    let page = u128::from(page);
-    let start = u128::from(r.logical_sector) * u128::from(SECTOR_BYTES);
-    let last = start + u128::from(r.size_bytes) - 1;
-    last / page - start / page + 1
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -831,9 +813,8 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
         assert_eq!(s.source, "t.csv");
         assert_eq!(s.rows, 5);
         assert_eq!((s.first_request, s.last_request), (Some(1), Some(5)));
-        // Row 1: bytes [0, 8192) = pages 0-1; row 2: bytes [2048, 6144) overlaps pages 0 and 1.
-        assert_eq!(s.host_pages_written, 4);
-        assert_eq!(s.write_amplification, Some(7.0 / 4.0));
+        // 7 pages of 4 KiB programmed for 12 KiB written.
+        assert_eq!(s.write_amplification, Some(7.0 * 4096.0 / 12288.0));
         assert_eq!(s.flash_time_share, Some(620_000.0 / 470_000.0));
 
         let w = &s.ops.write;
@@ -892,12 +873,13 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
     }
 
     #[test]
-    fn page_size_changes_host_pages_only() {
+    fn page_size_changes_the_write_amplification_only() {
         let opts = RequestLogOptions {
             page_size_bytes: 16384,
         };
         let s = summarize_request_log(LOG.as_bytes(), "t.csv", &opts).unwrap();
-        assert_eq!((s.page_size_bytes, s.host_pages_written), (16384, 2));
+        assert_eq!(s.page_size_bytes, 16384);
+        assert_eq!(s.write_amplification, Some(7.0 * 16384.0 / 12288.0));
         assert_eq!(s.total.flash_writes, 7);
         for bad in [0, 1000] {
             let opts = RequestLogOptions {
@@ -911,10 +893,7 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
     #[test]
     fn header_only_log_has_no_rows_and_no_ratios() {
         let s = summarize(&format!("{HEADER}\n")).unwrap();
-        assert_eq!(
-            (s.rows, s.first_request, s.host_pages_written),
-            (0, None, 0)
-        );
+        assert_eq!((s.rows, s.first_request, s.ops.write.bytes), (0, None, 0));
         assert_eq!((s.write_amplification, s.flash_time_share), (None, None));
         assert_eq!(s.total.duration_ns, None);
         assert_eq!(s.ops.read.requests, 0);
@@ -965,7 +944,7 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
             serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(v["ops"]["write"]["flash_writes"], 7);
         assert_eq!(v["total"]["duration_ns"]["p99_9"], 300_000);
-        assert_eq!(v["write_amplification"], 1.75);
+        assert_eq!(v["write_amplification"], 7.0 * 4096.0 / 12288.0);
         let empty = summarize(&format!("{HEADER}\n")).unwrap();
         let v = serde_json::to_value(&empty).unwrap();
         assert!(v["ops"]["read"]["duration_ns"].is_null());

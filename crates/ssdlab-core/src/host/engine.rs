@@ -22,7 +22,7 @@
 use super::{page_span, Device, DeviceError};
 use crate::config::UnmappedRead;
 use crate::ecc;
-use crate::ftl::{FlashOp, PageWrite};
+use crate::ftl::{FlashOp, UnitWrite};
 use crate::nand::die::{ActiveOp, Die};
 use crate::nand::timing::Timeline;
 use crate::request::{HostRequest, Op};
@@ -30,7 +30,7 @@ use crate::sched::{
     queue_of, scheduler, Candidate, DieContext, Heads, Scheduler, TxnClass, TxnKind, QUEUES,
 };
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 const NONE: u32 = u32::MAX;
 
@@ -153,6 +153,9 @@ pub(crate) struct Engine {
     bg_plane_cursor: Vec<u32>,
     /// Scratch list of the move reads of a GC step.
     scratch_reads: Vec<u32>,
+    /// Programs of host pages still filling, by page: created with the page's first unit so
+    /// that its read-modify-write reads can gate it, queued once the page is full.
+    staged_programs: BTreeMap<u32, u32>,
     /// The run will issue no more requests: no new background GC steps (the run ends with
     /// its last completion, and work after it would belong to no request of the run).
     source_done: bool,
@@ -214,6 +217,7 @@ impl Engine {
             flushes: Vec::new(),
             bg_plane_cursor: vec![0; dies],
             scratch_reads: Vec::new(),
+            staged_programs: BTreeMap::new(),
             source_done: false,
         }
     }
@@ -225,6 +229,18 @@ impl Engine {
 
     fn new_txn(&mut self, txn: Txn) -> u32 {
         slab_insert(&mut self.txns, &mut self.free_txns, txn)
+    }
+
+    /// Add a GC transaction for `request` (or NONE), counting its die's queued work.
+    fn gc_txn(&mut self, mut t: Txn, request: u32, background: bool) -> u32 {
+        t.request = request;
+        t.background = background;
+        let id = self.new_txn(t);
+        self.queued_work_ns[t.die as usize] += t.array_ns;
+        if request != NONE {
+            self.request(request).pending += 1;
+        }
+        id
     }
 
     fn new_batch(&mut self) -> u32 {
@@ -755,58 +771,41 @@ impl Device {
         }
     }
 
-    /// Count one GC page move (read and program, both with the page's OOB) taking `busy` of
-    /// array and bus time, for the request log too, and move its stored data.
-    fn count_gc_move(&mut self, src: u32, dst: u32, busy: u64, background: bool) {
-        self.flash.array_reads += 1;
-        self.flash.programs += 1;
-        self.flash.oob_reads += 1;
-        self.flash.oob_writes += 1;
-        self.flash.gc_busy_ns += busy;
-        if background {
-            self.flash.gc_background_ns += busy;
-        }
-        self.work.reads += 1;
-        self.work.programs += 1;
-        self.work.oob_reads += 1;
-        self.work.flash_ns += busy;
-        if let Some(store) = &mut self.store {
-            store.relocate(src, dst);
-        }
-    }
-
     /// Turn the FTL's GC work into queued transactions: each move a read released into a
-    /// program, the victim's erase after the step's reads. `request` (or NONE) waits for all.
+    /// program, each packed GC page's program after the reads that fetched its units, the
+    /// victim's erase after the step's reads. `request` (or NONE) waits for all.
     fn gc_ops_to_txns(&mut self, ops: &[FlashOp], request: u32, class: TxnClass, background: bool) {
         if ops.is_empty() {
             return;
         }
-        let xfer = self.derived.page_transfer_ns;
-        let page_bytes = self.page_size() as u64;
-        let codewords = self.derived.codewords_per_page as u64;
         let now = self.engine().now_ns;
         // One batch per victim: the FTL lists a victim's moves, then its erase (a foreground
         // collection at the hard reserve may reclaim several victims in one list).
         let mut batch = self.engine().new_batch();
-        let mut reads = std::mem::take(&mut self.engine().scratch_reads);
-        reads.clear();
+        let mut ready_now = std::mem::take(&mut self.engine().scratch_reads);
+        ready_now.clear();
         // Copyback moves on one die run back to back as one die operation (the GC step),
         // one event instead of three per page; a host read may suspend it like a program.
         let mut fused = NONE;
+        // What the next packed GC program waits for: the read that fetched its last units, or
+        // the program before it (programs of one frontier go in order).
+        let mut feeder = NONE;
         for op in ops {
-            if !matches!(*op, FlashOp::Move { src, dst } if self.config.ftl.gc_copyback && self.geo.die_of(src) == self.geo.die_of(dst))
-            {
+            let copyback_move = matches!(*op, FlashOp::Move { src, dst }
+                if self.config.ftl.gc_copyback && self.geo.die_of(src) == self.geo.die_of(dst));
+            if !copyback_move {
                 fused = NONE;
             }
             match *op {
-                FlashOp::Move { src, dst }
-                    if self.config.ftl.gc_copyback
-                        && self.geo.die_of(src) == self.geo.die_of(dst) =>
-                {
+                FlashOp::Move { src, dst } if copyback_move => {
                     let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
                     let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
                     let busy = t_read + t_prog;
-                    self.count_gc_move(src, dst, busy, background);
+                    self.count_gc_read(t_read, false, background);
+                    self.count_gc_program(t_prog, false, background);
+                    if let Some(store) = &mut self.store {
+                        store.relocate(src, dst);
+                    }
                     let die = self.geo.die_of(src);
                     let e = self.engine();
                     if fused != NONE && e.txns[fused as usize].die == die {
@@ -827,7 +826,7 @@ impl Device {
                         if request != NONE {
                             e.request(request).pending += 1;
                         }
-                        reads.push(fused);
+                        ready_now.push(fused);
                     }
                     let e = self.engine();
                     e.queued_work_ns[die as usize] += busy;
@@ -835,56 +834,47 @@ impl Device {
                 FlashOp::Move { src, dst } => {
                     let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
                     let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
-                    let copyback =
-                        self.config.ftl.gc_copyback && self.geo.die_of(src) == self.geo.die_of(dst);
-                    let transfers = if copyback { 0 } else { 1 };
-                    let mut busy = t_read + t_prog;
-                    if !copyback {
-                        self.flash.codewords_decoded += codewords;
-                        self.flash.codewords_encoded += codewords;
-                        self.flash.bytes_transferred += 2 * page_bytes;
-                        busy += 2 * xfer;
+                    self.count_gc_read(t_read, true, background);
+                    self.count_gc_program(t_prog, true, background);
+                    if let Some(store) = &mut self.store {
+                        store.relocate(src, dst);
                     }
-                    self.count_gc_move(src, dst, busy, background);
                     let mut program = self.at_page(txn(TxnKind::Program, class, t_prog), dst);
-                    program.transfers = transfers;
+                    program.transfers = 1;
                     program.gates = 1;
-                    program.request = request;
-                    program.background = background;
-                    let mut read = self.at_page(txn(TxnKind::Read, class, t_read), src);
-                    read.transfers = transfers;
-                    read.request = request;
-                    read.batch = batch;
-                    read.background = background;
-                    read.after_ns = if copyback {
-                        0
-                    } else {
-                        self.derived.decode_ns + self.derived.encode_ns
-                    };
-                    let e = self.engine();
-                    let p = e.new_txn(program);
-                    read.next = p;
-                    let r = e.new_txn(read);
-                    e.queued_work_ns[program.die as usize] += t_prog;
-                    e.queued_work_ns[read.die as usize] += t_read;
-                    e.batches[batch as usize].reads_left += 1;
-                    if request != NONE {
-                        e.request(request).pending += 2;
+                    let program = self.engine().gc_txn(program, request, background);
+                    let read = self.gc_read_txn(src, class, batch, request, background);
+                    self.engine().txns[read as usize].next = program;
+                    ready_now.push(read);
+                }
+                FlashOp::GcRead { src } => {
+                    let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
+                    self.count_gc_read(t_read, true, background);
+                    feeder = self.gc_read_txn(src, class, batch, request, background);
+                    ready_now.push(feeder);
+                }
+                FlashOp::MoveUnit { src, dst } => {
+                    if let Some(store) = &mut self.store {
+                        store.relocate(src, dst);
                     }
-                    reads.push(r);
+                }
+                FlashOp::GcProgram { dst } => {
+                    let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
+                    self.count_gc_program(t_prog, true, background);
+                    let mut program = self.at_page(txn(TxnKind::Program, class, t_prog), dst);
+                    program.transfers = 1;
+                    program.gates = (feeder != NONE) as u8;
+                    let id = self.engine().gc_txn(program, request, background);
+                    if feeder == NONE {
+                        ready_now.push(id);
+                    } else {
+                        self.engine().txns[feeder as usize].next = id;
+                    }
+                    feeder = id;
                 }
                 FlashOp::Erase { block, .. } => {
                     let erase_ns = self.config.cell.erase_ns;
-                    self.flash.erases += 1;
-                    self.flash.gc_busy_ns += erase_ns;
-                    if background {
-                        self.flash.gc_background_ns += erase_ns;
-                    }
-                    self.work.erases += 1;
-                    self.work.flash_ns += erase_ns;
-                    if let Some(store) = &mut self.store {
-                        store.erase(self.geo.first_page(block), self.geo.pages_per_block);
-                    }
+                    self.count_erase(block, true, background);
                     let mut erase = self.at_page(
                         txn(TxnKind::Erase, TxnClass::Erase, erase_ns),
                         self.geo.first_page(block),
@@ -911,10 +901,30 @@ impl Device {
         if e.batches[batch as usize].reads_left == 0 {
             e.free_batches.push(batch);
         }
-        for &r in &reads {
-            self.enqueue_at(r, now);
+        for &id in &ready_now {
+            self.enqueue_at(id, now);
         }
-        self.engine().scratch_reads = reads;
+        self.engine().scratch_reads = ready_now;
+    }
+
+    /// A GC read of `src` through the controller, counted in `batch` (the victim's erase waits
+    /// for it); its completion releases what is chained to it after decode and re-encode.
+    fn gc_read_txn(
+        &mut self,
+        src: u32,
+        class: TxnClass,
+        batch: u32,
+        request: u32,
+        background: bool,
+    ) -> u32 {
+        let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
+        let mut read = self.at_page(txn(TxnKind::Read, class, t_read), src);
+        read.transfers = 1;
+        read.batch = batch;
+        read.after_ns = self.derived.decode_ns + self.derived.encode_ns;
+        let e = self.engine();
+        e.batches[batch as usize].reads_left += 1;
+        e.gc_txn(read, request, background)
     }
 
     /// Translate a request issued at `issue_ns` (the engine's present) into transactions.
@@ -943,15 +953,16 @@ impl Device {
             };
         }
         let page = self.page_size() as u64;
-        let (first_lpa, pages, start) = self.split_and_charge_cpu(req, issue_ns);
+        let (first_unit, units, start) = self.split_and_charge_cpu(req, issue_ns);
         let result = match req.op {
-            Op::Read => self.engine_read(req, start, first_lpa, pages, slot),
-            Op::Write => self.engine_write(req, start, first_lpa, pages, slot),
+            Op::Read => self.engine_read(req, start, first_unit, units, slot),
+            Op::Write => self.engine_write(req, start, first_unit, units, slot),
             Op::Trim => {
-                self.execute_trim(req, first_lpa, pages);
+                self.execute_trim(req, first_unit, units);
                 Ok(())
             }
             Op::Flush => {
+                self.engine_flush_staged(start, slot);
                 let e = self.engine();
                 let watermark = e.buffer_next_id;
                 let oldest = e.buffer_outstanding.first().copied().unwrap_or(u64::MAX);
@@ -985,33 +996,41 @@ impl Device {
         &mut self,
         req: &HostRequest,
         start: u64,
-        first_lpa: u64,
-        pages: u64,
+        first_unit: u64,
+        units: u64,
         slot: u32,
     ) -> Result<(), DeviceError> {
         let page = self.page_size() as u64;
+        let unit_bytes = self.unit_bytes;
         let bits = self.geo.bits_per_cell as usize;
-        let mut mapped: Vec<(u32, u64)> = Vec::with_capacity(pages as usize);
-        let mut unmapped_bytes = 0;
-        for i in 0..pages {
-            let lpa = first_lpa + i;
-            let (lo, hi) = page_span(req, lpa, page);
-            match self.ftl.lookup(lpa, &mut self.ops) {
-                Some(ppa) => mapped.push((ppa, hi - lo)),
+        // (page, bytes wanted from it); units of one page are read once.
+        let mut mapped: Vec<(u32, u64)> = Vec::with_capacity(units as usize);
+        let mut immediate_bytes = 0;
+        for i in 0..units {
+            let unit = first_unit + i;
+            let (lo, hi) = page_span(req, unit, unit_bytes);
+            let ppa = match self.ftl.lookup(unit, &mut self.ops) {
+                Some(pu) if self.ftl.is_programmed(pu) => pu >> self.unit_shift,
                 None if self.config.host.unmapped_read == UnmappedRead::Flash => {
+                    let lpa = unit >> self.unit_shift;
                     let plane = self.geo.stripe_order[(lpa % self.geo.planes as u64) as usize];
-                    mapped.push((
-                        self.geo.first_page(plane * self.geo.blocks_per_plane),
-                        hi - lo,
-                    ));
+                    self.geo.first_page(plane * self.geo.blocks_per_plane)
                 }
-                None => unmapped_bytes += hi - lo,
+                // Unmapped, or still in the staging buffer: no flash read.
+                _ => {
+                    immediate_bytes += hi - lo;
+                    continue;
+                }
+            };
+            match mapped.last_mut() {
+                Some((last, bytes)) if *last == ppa => *bytes += hi - lo,
+                _ => mapped.push((ppa, hi - lo)),
             }
         }
-        if unmapped_bytes > 0 {
+        if immediate_bytes > 0 {
             let end = self
                 .link_out
-                .reserve(start, self.link_ns(unmapped_bytes), start);
+                .reserve(start, self.link_ns(immediate_bytes), start);
             let e = self.engine();
             e.request(slot).complete_ns = e.request(slot).complete_ns.max(end);
         }
@@ -1059,27 +1078,24 @@ impl Device {
         &mut self,
         req: &HostRequest,
         start: u64,
-        first_lpa: u64,
-        pages: u64,
+        first_unit: u64,
+        units: u64,
         slot: u32,
     ) -> Result<(), DeviceError> {
         let handle = self.placement.resolve(&req.hint)?;
-        let page = self.page_size() as u64;
+        let unit_bytes = self.unit_bytes;
         let encode = self.derived.encode_ns;
         let buffer_pages = self.config.controller.write_buffer_pages;
-        for i in 0..pages {
-            let lpa = first_lpa + i;
-            let (lo, hi) = page_span(req, lpa, page);
+        for i in 0..units {
+            let unit = first_unit + i;
+            let (lo, hi) = page_span(req, unit, unit_bytes);
             let arrive = self.host_data_in(start, hi - lo);
-            let plane = {
-                let e = self.engine.as_ref().expect("engine");
-                self.allocator.choose(handle, &e.die_load_ns, start)
-            };
+            let plane = self.host_plane(handle, start);
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
             let outcome = self.ftl.write(
-                PageWrite {
-                    lpa,
+                UnitWrite {
+                    unit,
                     handle,
                     plane,
                     now_ns: start,
@@ -1091,54 +1107,18 @@ impl Device {
             self.gc_ops_to_txns(&ops, slot, TxnClass::HostWrite, false);
             self.ops = ops;
             let outcome = outcome?;
-            let partial = hi - lo < page;
-            self.store_page_write(req, lpa, (lo, hi), outcome, None);
-            self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
-            self.flash.programs += 1;
-            self.flash.oob_writes += 1;
-            self.flash.bytes_transferred += page;
-            let t_prog = self.derived.program_ns[self.geo.page_type(outcome.new) as usize];
-            self.work.programs += 1;
-            self.work.flash_ns += t_prog + self.derived.page_transfer_ns;
-            self.work.first_ppa.get_or_insert(outcome.new);
-            let mut program = self.at_page(
-                txn(TxnKind::Program, TxnClass::HostWrite, t_prog),
-                outcome.new,
-            );
-            program.transfers = 1;
-            program.not_before_ns = arrive + encode;
-            let rmw_old = outcome.old.filter(|_| partial);
-            program.gates = rmw_old.is_some() as u8;
-            let e = self.engine();
-            let buffered = buffer_pages > 0;
-            let mut waiting = false;
-            if buffered {
-                program.buffer_id = Some(e.buffer_next_id);
-                e.buffer_outstanding.insert(e.buffer_next_id);
-                e.buffer_next_id += 1;
-                if e.buffer_used < buffer_pages {
-                    e.buffer_used += 1;
-                    let r = e.request(slot);
-                    r.complete_ns = r.complete_ns.max(arrive);
-                } else {
-                    // Data stays on the host until a buffer slot frees.
-                    program.gates += 1;
-                    waiting = true;
-                    e.request(slot).pending += 1;
-                }
-            } else {
-                program.request = slot;
-                e.request(slot).pending += 1;
+            self.store_unit_write(req, unit, (lo, hi), outcome, None);
+            let ppa = outcome.new >> self.unit_shift;
+            // The page's program: new with its first unit, gated until the page is full.
+            let p = self.staged_program(ppa);
+            {
+                let t = &mut self.engine().txns[p as usize];
+                t.not_before_ns = t.not_before_ns.max(arrive + encode);
             }
-            let p = e.new_txn(program);
-            e.queued_work_ns[program.die as usize] += t_prog;
-            if waiting {
-                e.buffer_waiting.push_back((p, slot, arrive));
-            }
-            if let Some(old) = rmw_old {
+            if let Some(old) = self.rmw_source(outcome, hi - lo) {
                 self.flash.rmw_reads += 1;
                 self.flash.array_reads += 1;
-                self.flash.bytes_transferred += page;
+                self.flash.bytes_transferred += self.page_size() as u64;
                 self.flash.codewords_decoded += self.derived.codewords_per_page as u64;
                 let t_read = self.derived.read_ns[self.geo.page_type(old) as usize];
                 self.work.reads += 1;
@@ -1150,7 +1130,9 @@ impl Device {
                 read.next = p;
                 read.after_ns = self.derived.decode_ns;
                 let e = self.engine();
-                if !buffered {
+                e.txns[p as usize].gates += 1;
+                if buffer_pages == 0 {
+                    // Write-through: the request waits for its merged data to be on flash.
                     read.request = slot;
                     e.request(slot).pending += 1;
                 }
@@ -1158,11 +1140,102 @@ impl Device {
                 e.queued_work_ns[read.die as usize] += t_read;
                 self.enqueue_at(r, start);
             }
-            if program.gates == 0 {
-                self.enqueue_at(p, arrive + encode);
+            if !outcome.fills_page {
+                // Staged: the unit's data is in the controller once it has arrived.
+                let r = self.engine().request(slot);
+                r.complete_ns = r.complete_ns.max(arrive);
+                continue;
             }
+            self.engine().staged_programs.remove(&ppa);
+            self.count_host_program(ppa);
+            let e = self.engine();
+            if buffer_pages > 0 {
+                e.txns[p as usize].buffer_id = Some(e.buffer_next_id);
+                e.buffer_outstanding.insert(e.buffer_next_id);
+                e.buffer_next_id += 1;
+                if e.buffer_used < buffer_pages {
+                    e.buffer_used += 1;
+                    let r = e.request(slot);
+                    r.complete_ns = r.complete_ns.max(arrive);
+                } else {
+                    // Data stays on the host until a buffer slot frees.
+                    e.txns[p as usize].gates += 1;
+                    e.request(slot).pending += 1;
+                    e.buffer_waiting.push_back((p, slot, arrive));
+                }
+            } else {
+                e.txns[p as usize].request = slot;
+                e.request(slot).pending += 1;
+            }
+            // The page is full: the fill gate opens.
+            self.release(p, arrive + encode);
         }
         Ok(())
+    }
+
+    /// The plane of the next host unit of `handle`: the one its page is filling in, or, once
+    /// that page is full, the plane the allocation policy chooses (by the engine's view of the
+    /// dies' load during a run, the timeline's otherwise).
+    pub(super) fn host_plane(&mut self, handle: u32, now_ns: u64) -> u32 {
+        let active = self.active_plane[handle as usize];
+        if active != NONE && self.ftl.host_page_filling(active, handle) {
+            return active;
+        }
+        let loads = match &self.engine {
+            Some(e) => &e.die_load_ns,
+            None => self.timeline.die_free_slice(),
+        };
+        let plane = self.allocator.choose(handle, loads, now_ns);
+        self.active_plane[handle as usize] = plane;
+        plane
+    }
+
+    /// The program of host page `ppa`, created gated (one gate: the page filling) on first use.
+    fn staged_program(&mut self, ppa: u32) -> u32 {
+        if let Some(&p) = self.engine().staged_programs.get(&ppa) {
+            return p;
+        }
+        let t_prog = self.derived.program_ns[self.geo.page_type(ppa) as usize];
+        let mut program = self.at_page(txn(TxnKind::Program, TxnClass::HostWrite, t_prog), ppa);
+        program.transfers = 1;
+        program.gates = 1;
+        let e = self.engine();
+        let p = e.new_txn(program);
+        e.queued_work_ns[program.die as usize] += t_prog;
+        e.staged_programs.insert(ppa, p);
+        p
+    }
+
+    /// Count the program of host page `ppa` (page data and OOB over the channel).
+    fn count_host_program(&mut self, ppa: u32) {
+        let t_prog = self.derived.program_ns[self.geo.page_type(ppa) as usize];
+        self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
+        self.flash.programs += 1;
+        self.flash.oob_writes += 1;
+        self.flash.bytes_transferred += self.page_size() as u64;
+        self.work.programs += 1;
+        self.work.flash_ns += t_prog + self.derived.page_transfer_ns;
+        self.work.first_ppa.get_or_insert(ppa);
+    }
+
+    /// A flush programs every staged host page, padded; the flush (`slot`) waits for them.
+    fn engine_flush_staged(&mut self, start: u64, slot: u32) {
+        let mut pages: Vec<u32> = self.engine().staged_programs.keys().copied().collect();
+        pages.extend(std::mem::take(&mut self.staged).into_keys());
+        pages.sort_unstable();
+        pages.dedup();
+        for ppa in pages {
+            if !self.ftl.pad_page(ppa) {
+                continue;
+            }
+            let p = self.staged_program(ppa);
+            self.engine().staged_programs.remove(&ppa);
+            self.count_host_program(ppa);
+            let e = self.engine();
+            e.txns[p as usize].request = slot;
+            e.request(slot).pending += 1;
+            self.release(p, start);
+        }
     }
 
     /// Process events until the earliest completion is final, and return it; with `limit`,

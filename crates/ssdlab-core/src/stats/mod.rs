@@ -221,10 +221,14 @@ pub struct IntervalRow {
     pub write_bytes: u64,
     pub read_lat_mean_ns: f64,
     pub write_lat_mean_ns: f64,
-    pub host_pages_written: u64,
+    pub host_bytes_written: u64,
     pub flash_pages_programmed: u64,
-    pub gc_pages_moved: u64,
+    pub gc_pages_programmed: u64,
     pub erases: u64,
+    /// Media bytes programmed over host bytes written in this interval (0 without writes).
+    pub waf: f64,
+    #[serde(skip)]
+    page_bytes: u64,
     #[serde(skip)]
     read_lat_sum: u128,
     #[serde(skip)]
@@ -234,9 +238,9 @@ pub struct IntervalRow {
 impl IntervalRow {
     fn is_empty(&self) -> bool {
         self.reads + self.writes == 0
-            && self.host_pages_written
+            && self.host_bytes_written
                 + self.flash_pages_programmed
-                + self.gc_pages_moved
+                + self.gc_pages_programmed
                 + self.erases
                 == 0
     }
@@ -249,9 +253,9 @@ impl IntervalRow {
         self.write_bytes += other.write_bytes;
         self.read_lat_sum += other.read_lat_sum;
         self.write_lat_sum += other.write_lat_sum;
-        self.host_pages_written += other.host_pages_written;
+        self.host_bytes_written += other.host_bytes_written;
         self.flash_pages_programmed += other.flash_pages_programmed;
-        self.gc_pages_moved += other.gc_pages_moved;
+        self.gc_pages_programmed += other.gc_pages_programmed;
         self.erases += other.erases;
         self.update_means();
     }
@@ -262,6 +266,10 @@ impl IntervalRow {
         }
         if self.writes > 0 {
             self.write_lat_mean_ns = self.write_lat_sum as f64 / self.writes as f64;
+        }
+        if self.host_bytes_written > 0 {
+            self.waf = (self.flash_pages_programmed * self.page_bytes) as f64
+                / self.host_bytes_written as f64;
         }
     }
 }
@@ -284,9 +292,11 @@ pub struct TimeSeries {
     max_rows: usize,
     pub rows: Vec<IntervalRow>,
     current: IntervalRow,
-    /// FTL counters (host pages, flash pages, gc moves, erases) when the current row was last
+    /// FTL counters (host bytes, flash pages, GC pages, erases) when the current row was last
     /// closed: the deltas since then belong to it.
     baseline: [u64; 4],
+    /// Bytes of a flash page (for each row's write amplification).
+    page_bytes: u64,
 }
 
 impl TimeSeries {
@@ -309,6 +319,12 @@ impl TimeSeries {
             },
             ..Default::default()
         }
+    }
+
+    /// The flash page size each row's write amplification counts programmed pages in.
+    pub fn with_page_bytes(mut self, page_bytes: u32) -> Self {
+        self.page_bytes = page_bytes as u64;
+        self
     }
 
     pub fn enabled(&self) -> bool {
@@ -364,15 +380,16 @@ impl TimeSeries {
                 ..Default::default()
             },
         );
-        row.host_pages_written += counters[0] - self.baseline[0];
+        row.host_bytes_written += counters[0] - self.baseline[0];
         row.flash_pages_programmed += counters[1] - self.baseline[1];
-        row.gc_pages_moved += counters[2] - self.baseline[2];
+        row.gc_pages_programmed += counters[2] - self.baseline[2];
         row.erases += counters[3] - self.baseline[3];
         self.baseline = counters;
         if row.is_empty() {
             return;
         }
         row.interval_ns = self.interval_ns;
+        row.page_bytes = self.page_bytes;
         row.update_means();
         match self.rows.last_mut() {
             Some(last) if last.start_ns == row.start_ns => last.absorb(&row),
@@ -414,7 +431,8 @@ impl TimeSeries {
     }
 
     pub fn reset(&mut self) {
-        *self = TimeSeries::with_max_rows(self.base_interval_ns, self.max_rows);
+        *self = TimeSeries::with_max_rows(self.base_interval_ns, self.max_rows)
+            .with_page_bytes(self.page_bytes as u32);
     }
 }
 
@@ -512,8 +530,8 @@ mod tests {
         assert_eq!(starts, vec![0, 100, 300]);
         assert_eq!(ts.rows[0].reads, 1);
         assert_eq!(ts.rows[1].writes, 1);
-        assert_eq!(ts.rows[0].host_pages_written, 1);
-        assert_eq!(ts.rows[1].host_pages_written, 2);
+        assert_eq!(ts.rows[0].host_bytes_written, 1);
+        assert_eq!(ts.rows[1].host_bytes_written, 2);
         assert_eq!(ts.rows[2].write_lat_mean_ns, 50.0);
         assert_eq!(
             ts.rows
@@ -562,7 +580,7 @@ mod tests {
         }
         let reads: u64 = ts.rows.iter().map(|r| r.reads).sum();
         let writes: u64 = ts.rows.iter().map(|r| r.writes).sum();
-        let host: u64 = ts.rows.iter().map(|r| r.host_pages_written).sum();
+        let host: u64 = ts.rows.iter().map(|r| r.host_bytes_written).sum();
         assert_eq!((reads, writes, host), (33_334, 66_666, 100_000));
         // Means stay exact through merges: reads at t = 0, 3, 6, ... have latency t % 7.
         let sum: u64 = (0..100_000u64).filter(|t| t % 3 == 0).map(|t| t % 7).sum();
