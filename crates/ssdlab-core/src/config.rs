@@ -387,6 +387,18 @@ config_names! {
     FtlKind { PageMap => "page_map" }
     GcPolicyKind { Greedy => "greedy", CostBenefit => "cost_benefit", Fifo => "fifo" }
     WearLevelingKind { None => "none", Dynamic => "dynamic" }
+    GcDestinationKind { VictimPlane => "victim_plane", MostFree => "most_free" }
+}
+
+/// Where GC moves a victim's valid data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum GcDestinationKind {
+    /// The victim's own plane (copyback possible).
+    #[default]
+    VictimPlane,
+    /// The plane with the most free blocks, on any die (through the controller).
+    MostFree,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -406,6 +418,8 @@ pub struct FtlConfig {
     /// the free-block shortage).
     pub gc_step_pages: u32,
     pub wear_leveling: WearLevelingKind,
+    /// The plane a victim's valid data moves to.
+    pub gc_destination: GcDestinationKind,
     /// Bytes the FTL maps as one unit (a power of two from 512 up to the page size); several
     /// units fill one flash page through the write buffer. Unset: 4096, or the page size if
     /// that is smaller.
@@ -424,6 +438,7 @@ impl Default for FtlConfig {
             gc_copyback: true,
             gc_step_pages: 32,
             wear_leveling: WearLevelingKind::Dynamic,
+            gc_destination: GcDestinationKind::VictimPlane,
             mapping_unit_bytes: None,
         }
     }
@@ -1358,6 +1373,7 @@ mod tests {
         check(FtlKind::ALL, FtlKind::name);
         check(GcPolicyKind::ALL, GcPolicyKind::name);
         check(WearLevelingKind::ALL, WearLevelingKind::name);
+        check(GcDestinationKind::ALL, GcDestinationKind::name);
         // The case that motivated it, through a configuration override.
         let c =
             Config::from_toml("", "x", &[("ftl.gc_policy".into(), "cost_benefit".into())]).unwrap();

@@ -56,6 +56,10 @@ fn random_overrides(rng: &mut Xoshiro256PlusPlus) -> Vec<(String, String)> {
             ["dynamic", "none"][rng.gen_range(0..2)].to_string(),
         ),
         ("ftl.gc_copyback", rng.gen_bool(0.5).to_string()),
+        (
+            "ftl.gc_destination",
+            ["victim_plane", "most_free"][rng.gen_range(0..2)].to_string(),
+        ),
         ("ftl.gc_bg_idle_ns", "100000".to_string()),
         ("placement.handles", handles.to_string()),
         ("placement.honor_hints", rng.gen_bool(0.8).to_string()),

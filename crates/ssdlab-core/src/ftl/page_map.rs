@@ -27,6 +27,7 @@
 
 use super::{FlashOp, Ftl, FtlCounters, FtlError, Purpose, UnitWrite, WriteOutcome};
 use crate::config::Config;
+use crate::gc::destination::{gc_destination, FreeBlocks, GcDestination};
 use crate::gc::{victim_policy, BlockState, PlaneView, VictimPolicy};
 use crate::nand::prefetch::prefetch;
 use crate::nand::table::huge_table;
@@ -46,6 +47,8 @@ pub const GC_RESERVE_BLOCKS: usize = 1;
 #[derive(Debug, Clone, Copy)]
 struct GcJob {
     victim: u32,
+    /// The plane whose GC frontier receives its valid units.
+    destination: u32,
     /// Page offset in the victim from which valid units are still to be moved.
     next_offset: u32,
 }
@@ -82,6 +85,7 @@ pub struct PageMapFtl {
     handles: u32,
     next_seq: u64,
     victim: Box<dyn VictimPolicy>,
+    destination: Box<dyn GcDestination>,
     fg_free_blocks: usize,
     bg_free_blocks: usize,
     step_pages: u32,
@@ -128,6 +132,7 @@ impl PageMapFtl {
             handles,
             next_seq: 0,
             victim: victim_policy(config.ftl.gc_policy),
+            destination: gc_destination(config.ftl.gc_destination),
             fg_free_blocks: config.ftl.gc_fg_free_blocks as usize,
             bg_free_blocks: config.ftl.gc_bg_free_blocks as usize,
             step_pages: config.ftl.gc_step_pages,
@@ -268,6 +273,24 @@ impl PageMapFtl {
         Ok(())
     }
 
+    /// A plane other than the victim's receives GC data only while it keeps more free blocks
+    /// than this: a step takes at most two of its blocks, which leaves it at its foreground
+    /// watermark at worst, above the hard reserve its own GC needs.
+    fn foreign_gc_floor(&self) -> usize {
+        self.fg_free_blocks + 1
+    }
+
+    /// Program the partly filled page of the (plane, handle) GC frontier, if any.
+    fn pad_gc_frontier(&mut self, plane: u32, handle: u32, ops: &mut Vec<FlashOp>) {
+        let block = self.open[self.slot(plane, handle, GC)];
+        if block != NONE {
+            if let Some(dst) = self.pad(block) {
+                ops.push(FlashOp::GcProgram { dst });
+                self.count_gc_page(handle);
+            }
+        }
+    }
+
     /// A page of relocated units is programmed.
     fn count_gc_page(&mut self, handle: u32) {
         self.counters.gc_pages_programmed += 1;
@@ -304,15 +327,32 @@ impl PageMapFtl {
                 let victim = (base + index) as u32;
                 // Out of the candidates while it is collected: never chosen twice.
                 self.state[victim as usize] = BlockState::Victim;
+                let pools = &self.pools;
+                let of = |p: u32| pools[p as usize].len();
+                let free = FreeBlocks {
+                    of: &of,
+                    planes: self.geo.planes,
+                    keep: self.foreign_gc_floor(),
+                };
                 GcJob {
                     victim,
+                    destination: self.destination.choose(plane, &free),
                     next_offset: 0,
                 }
             }
         };
+        let mut job = job;
         let victim = job.victim;
         let v = victim as usize;
         let handle = self.block_handle[v] as u32;
+        if job.destination != plane
+            && self.pools[job.destination as usize].len() <= self.foreign_gc_floor()
+        {
+            // The other plane's free blocks ran low (other victims' data went there too): the
+            // rest comes home, and what went there is programmed first.
+            self.pad_gc_frontier(job.destination, handle, ops);
+            job.destination = plane;
+        }
         let first = self.first_unit(victim);
         let per_page = self.units_per_page();
         // Gather this step's valid units first (whole source pages), then update their random
@@ -342,7 +382,7 @@ impl PageMapFtl {
             if let Some(&(_, next)) = units.get(i + AHEAD) {
                 prefetch(&self.l2p, next as usize);
             }
-            let dst = match self.allocate(plane, handle, GC, now_ns, ops) {
+            let dst = match self.allocate(job.destination, handle, GC, now_ns, ops) {
                 Ok(dst) => dst,
                 Err(e) => {
                     result = Err(e);
@@ -376,23 +416,16 @@ impl PageMapFtl {
         }
         self.victim_units = units;
         self.gc_jobs[plane as usize] = Some(GcJob {
-            victim,
             next_offset: offset,
+            ..job
         });
         result?;
         if self.valid_units[v] > 0 {
             return Ok(true);
         }
         self.gc_jobs[plane as usize] = None;
-        // The victim's last units must be on flash before it is erased: program the GC
-        // frontier's partly filled page.
-        let gc_block = self.open[self.slot(plane, handle, GC)];
-        if gc_block != NONE {
-            if let Some(dst) = self.pad(gc_block) {
-                ops.push(FlashOp::GcProgram { dst });
-                self.count_gc_page(handle);
-            }
-        }
+        // The victim's last units must be on flash before it is erased.
+        self.pad_gc_frontier(job.destination, handle, ops);
         ops.push(FlashOp::Erase {
             block: victim,
             purpose: Purpose::Gc,
@@ -668,13 +701,24 @@ mod tests {
     /// Model-based test: the real FTL against a map that remembers each lpa's last write.
     #[test]
     fn random_operations_match_a_reference_model() {
-        for (page, unit) in [(4096, 4096), (16384, 4096), (8192, 512)] {
-            random_operations_match_a_reference_model_with(page, unit);
+        for (page, unit, destination) in [
+            (4096, 4096, "victim_plane"),
+            (16384, 4096, "victim_plane"),
+            (8192, 512, "victim_plane"),
+            (4096, 4096, "most_free"),
+            (16384, 4096, "most_free"),
+        ] {
+            random_operations_match_a_reference_model_with(page, unit, destination);
         }
     }
 
-    fn random_operations_match_a_reference_model_with(page: u32, unit: u32) {
-        let (cfg, geo, logical) = small_with(page, unit);
+    fn random_operations_match_a_reference_model_with(page: u32, unit: u32, destination: &str) {
+        let (mut cfg, geo, logical) = small_with(page, unit);
+        cfg.ftl.gc_destination = match destination {
+            "most_free" => crate::config::GcDestinationKind::MostFree,
+            _ => crate::config::GcDestinationKind::VictimPlane,
+        };
+        let mut moved_across = 0u64;
         let shift = (page / unit).trailing_zeros();
         for seed in 0..4u64 {
             let mut ftl = ftl_for(&cfg, &geo, logical);
@@ -719,6 +763,7 @@ mod tests {
                     for op in &ops {
                         match *op {
                             FlashOp::Move { src, dst } => {
+                                moved_across += (geo.plane_of(src) != geo.plane_of(dst)) as u64;
                                 holds.insert(dst, holds[&src]);
                                 assert!(
                                     programmed.insert(dst),
@@ -735,6 +780,9 @@ mod tests {
                                     "{}: unit moved unread",
                                     ctx(seed, step)
                                 );
+                                moved_across += (geo.plane_of(src >> shift)
+                                    != geo.plane_of(dst >> shift))
+                                    as u64;
                                 holds.insert(dst, holds[&src]);
                             }
                             FlashOp::GcProgram { dst } => {
@@ -796,6 +844,11 @@ mod tests {
                 .map(|h| h.media_bytes_written)
                 .sum();
             assert_eq!(media, programs * page as u64);
+            assert_eq!(
+                moved_across > 0,
+                destination == "most_free",
+                "{page}/{unit} {destination}: {moved_across} moves to other planes"
+            );
         }
     }
 
