@@ -292,7 +292,7 @@ impl Device {
         run: &mut RunState,
         limit: Option<u64>,
     ) -> Result<Option<InFlight>, DeviceError> {
-        if run.in_flight.is_empty() {
+        if run.in_flight.is_empty() && (self.engine.is_none() || limit.is_none()) {
             return Ok(None);
         }
         if self.engine.is_none() {
@@ -301,6 +301,9 @@ impl Device {
             }
             return Ok(run.in_flight.pop());
         }
+        // With nothing in flight the engine still has work of its own before `limit` (GC
+        // steps, buffered programs, idle-time GC): it happens at its own time, not when the
+        // next request arrives.
         let Some(c) = self.engine_next_completion(limit)? else {
             if limit.is_none() {
                 // Requests in flight but nothing left to happen: a broken invariant of the
