@@ -336,7 +336,7 @@ impl Device {
     /// start it or suspend the die for it.
     fn enqueue_at(&mut self, id: u32, time_ns: u64) {
         let suspend = self.config.cell.suspend;
-        let (suspend_ns, max_suspends) = (self.derived.suspend_ns, self.derived.max_suspends);
+        let suspend_ns = self.derived.suspend_ns;
         let e = self.engine.as_mut().expect("engine");
         if time_ns > e.now_ns {
             e.schedule(time_ns, Event::Enqueue { txn: id });
@@ -347,15 +347,15 @@ impl Device {
         t.enqueued_ns = now;
         t.enqueue_seq = e.enqueue_seq;
         e.enqueue_seq += 1;
-        // Only a read the host waits for itself suspends: a read-modify-write read is served
-        // first but does not spend the operation's suspensions that host reads need.
+        // Host reads suspend, read-modify-write reads too (queued as host reads: the write's
+        // program waits for them); GC reads do not (suspending for them only delays both).
         let suspends_for = t.class == TxnClass::HostRead;
         let (die, class) = (t.die, t.class);
         e.queues[die as usize * QUEUES + queue_of(t.kind, class)].push_back(id);
         let d = &mut e.dies[die as usize];
         if !d.is_busy(now) {
             self.dispatch(die);
-        } else if suspends_for && suspend && d.can_suspend(now, max_suspends) {
+        } else if suspends_for && suspend && d.can_suspend(now) {
             let free = d.suspend(now, suspend_ns);
             let generation = d.generation;
             e.schedule(free, Event::DieFree { die, generation });
@@ -496,6 +496,7 @@ impl Device {
         const MERGE_WINDOW: usize = 16;
         let xfer_ns = self.derived.page_transfer_ns;
         let cache_read = self.config.channel.cache_read;
+        let max_suspends = self.derived.max_suspends;
         let e = self.engine.as_mut().expect("engine");
         let now = e.now_ns;
         let d = die as usize;
@@ -588,6 +589,9 @@ impl Device {
             array_start_ns: array_start,
             end_ns: die_free,
             suspends: 0,
+            // A GC step's copybacks are programs of their own, each with the budget of one
+            // (fused into one die operation only to spare events).
+            max_suspends: max_suspends * lt.moves.max(1),
             read_done_with_die: data_end == die_free,
         });
         let generation = e.dies[d].generation;
