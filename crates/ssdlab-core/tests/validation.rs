@@ -811,3 +811,93 @@ mod sustained_overwrites {
         }
     }
 }
+
+mod request_log_time_split {
+    use super::*;
+
+    /// A 4-die TLC device with the request log on, timed by `scheduler` (`fcfs`: the
+    /// reservation path; `priority`: the event engine).
+    fn logged(scheduler: &str) -> Device {
+        let pairs = overrides(&[
+            ("geometry.channels", "2"),
+            ("geometry.chips_per_channel", "1"),
+            ("geometry.dies_per_chip", "2"),
+            ("geometry.planes_per_die", "2"),
+            ("geometry.blocks_per_plane", "64"),
+            ("geometry.pages_per_block", "96"),
+            ("geometry.page_size_bytes", "4096"),
+            ("geometry.over_provisioning", "0.2"),
+            ("stats.request_log", "true"),
+            ("controller.scheduler", scheduler),
+        ]);
+        Device::from_toml("", "test", &pairs, 3, false).unwrap()
+    }
+
+    fn requests(n: usize, seed: u64, logical: u64) -> Vec<HostRequest> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let op = if rng.gen_bool(0.4) {
+                    Op::Read
+                } else {
+                    Op::Write
+                };
+                HostRequest::new(op, rng.gen_range(0..logical) * 4096, 4096)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_idle_device_queues_nothing_and_the_log_splits_each_duration() {
+        for scheduler in ["fcfs", "priority"] {
+            let mut dev = logged(scheduler);
+            let logical = dev.derived().logical_pages;
+            closed_run(&mut dev, requests(200, 1, logical), 1);
+            let log = dev.request_log().unwrap();
+            assert_eq!(log.len(), 200);
+            for row in log {
+                assert_eq!(
+                    (row.queue_ns, row.service_ns),
+                    (0, row.duration_ns),
+                    "{scheduler}: one request at a time waits for no die"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn under_load_the_log_sums_to_the_jobs_queue_and_service_figures() {
+        for scheduler in ["fcfs", "priority"] {
+            let mut dev = logged(scheduler);
+            let logical = dev.derived().logical_pages;
+            let job = closed_run(&mut dev, requests(4_000, 2, logical), 32);
+            let log = dev.request_log().unwrap();
+            assert_eq!(log.len(), 4_000);
+            for (op, name) in [("read", "read"), ("write", "write")] {
+                let rows: Vec<_> = log.iter().filter(|r| r.op == op).collect();
+                let n = rows.len() as f64;
+                let queue: u128 = rows.iter().map(|r| r.queue_ns as u128).sum();
+                let service: u128 = rows.iter().map(|r| r.service_ns as u128).sum();
+                for r in &rows {
+                    assert_eq!(r.queue_ns + r.service_ns, r.duration_ns);
+                }
+                let split = &job["ssd_job"][name];
+                // The job's means are the same integer sums over the same count.
+                assert_eq!(
+                    split["queue_ns"]["mean"].as_f64().unwrap(),
+                    queue as f64 / n
+                );
+                assert_eq!(
+                    split["service_ns"]["mean"].as_f64().unwrap(),
+                    service as f64 / n
+                );
+                let max_queue = rows.iter().map(|r| r.queue_ns).max().unwrap();
+                assert_eq!(split["queue_ns"]["max"].as_u64().unwrap(), max_queue);
+                assert!(
+                    queue > 0,
+                    "{scheduler} {op}: at QD 32 on 4 dies requests wait for their die"
+                );
+            }
+        }
+    }
+}

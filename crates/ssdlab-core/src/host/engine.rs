@@ -1190,7 +1190,7 @@ impl Device {
                     return Ok(Some(EngineCompletion {
                         slot,
                         log_row: r.log_row.map(|mut row| {
-                            row.duration_ns = complete_ns - row.duration_ns;
+                            row.set_duration(complete_ns - row.duration_ns, r.queue_ns);
                             row
                         }),
                         complete_ns,

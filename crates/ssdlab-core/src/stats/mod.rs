@@ -435,14 +435,27 @@ pub struct RequestLogRow {
     pub physical_sector: i64,
     /// Array and bus time spent on this request's flash commands.
     pub flash_duration_ns: u64,
+    /// The part of `duration_ns` spent waiting in die queues (the longest wait of one of its
+    /// flash operations for its die), and the rest: `queue_ns + service_ns = duration_ns`,
+    /// the split the job's `ssd_job` section sums per direction.
+    pub queue_ns: u64,
+    pub service_ns: u64,
 }
 
 impl RequestLogRow {
-    pub const CSV_HEADER: &'static str = "request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns";
+    pub const CSV_HEADER: &'static str = "request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns,queue_ns,service_ns";
+
+    /// Set the duration (issue to completion) and its split into queueing time (`queue_ns`,
+    /// capped at the duration) and service time.
+    pub fn set_duration(&mut self, duration_ns: u64, queue_ns: u64) {
+        self.duration_ns = duration_ns;
+        self.queue_ns = queue_ns.min(duration_ns);
+        self.service_ns = duration_ns - self.queue_ns;
+    }
 
     pub fn csv_line(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.request,
             self.op,
             self.logical_sector,
@@ -454,7 +467,9 @@ impl RequestLogRow {
             self.oob_writes,
             self.erases,
             self.physical_sector,
-            self.flash_duration_ns
+            self.flash_duration_ns,
+            self.queue_ns,
+            self.service_ns
         )
     }
 }
