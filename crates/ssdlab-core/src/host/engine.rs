@@ -141,7 +141,10 @@ pub(crate) struct Engine {
     planes_per_die: u32,
     sched: Box<dyn Scheduler>,
     requests: Vec<RequestState>,
-    done: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Finished requests by (completion time, order finished), packed as
+    /// `complete << 64 | seq << 16 | slot` (run slots fit 16 bits): the heap moves 16 bytes
+    /// per entry.
+    done: BinaryHeap<Reverse<u128>>,
     done_seq: u64,
     buffer_used: u32,
     buffer_next_id: u64,
@@ -267,7 +270,10 @@ impl Engine {
         r.pending -= 1;
         if r.pending == 0 {
             let complete = r.complete_ns;
-            self.done.push(Reverse((complete, self.done_seq, slot)));
+            debug_assert!(slot < 1 << 16, "run slots fit 16 bits");
+            let order = (self.done_seq & ((1 << 48) - 1)) << 16 | slot as u64;
+            self.done
+                .push(Reverse((complete as u128) << 64 | order as u128));
             self.done_seq += 1;
         }
     }
@@ -1178,14 +1184,15 @@ impl Device {
         loop {
             let e = self.engine.as_ref().expect("engine");
             let next_event = e.events.peek().map(|Reverse((t, _, _))| *t);
-            let next_done = e.done.peek().map(|Reverse((t, _, _))| *t);
+            let next_done = e.done.peek().map(|Reverse(key)| (key >> 64) as u64);
             match (next_done, next_event) {
                 (Some(done), ev) if ev.is_none_or(|ev| done <= ev) => {
                     if limit.is_some_and(|l| done > l) {
                         return Ok(None);
                     }
                     let e = self.engine();
-                    let Reverse((complete_ns, _, slot)) = e.done.pop().expect("a completion");
+                    let Reverse(key) = e.done.pop().expect("a completion");
+                    let (complete_ns, slot) = ((key >> 64) as u64, (key & 0xFFFF) as u32);
                     let r = e.requests[slot as usize];
                     return Ok(Some(EngineCompletion {
                         slot,
