@@ -484,10 +484,12 @@ impl Device {
 /// Queueing (waiting in die queues) and service (the rest of the completion latency) of one
 /// direction's requests.
 fn time_split_json(stats: &crate::stats::OpStats) -> serde_json::Value {
-    let part = |s: &crate::stats::LatencyStats| {
+    let part = |s: &crate::stats::SplitStats| {
+        let [p50, p99, p999] = s.percentiles([50.0, 99.0, 99.9]);
+        let m = &s.moments;
         serde_json::json!({
-            "mean": s.mean(), "p50": s.percentile(50.0), "p99": s.percentile(99.0),
-            "p99.9": s.percentile(99.9), "max": if s.n == 0 { 0 } else { s.max },
+            "mean": m.mean(), "p50": p50, "p99": p99,
+            "p99.9": p999, "max": if m.n == 0 { 0 } else { m.max },
         })
     };
     serde_json::json!({ "queue_ns": part(&stats.queue), "service_ns": part(&stats.service) })
