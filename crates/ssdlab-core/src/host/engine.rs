@@ -128,6 +128,9 @@ pub(crate) struct Engine {
     dies: Vec<Die>,
     /// The queues of each die (`QUEUES` per die, see `sched::queue_of`), in arrival order.
     queues: Vec<VecDeque<u32>>,
+    /// Transactions in each die's queues (a die with none is idle at once, without looking
+    /// at its queues).
+    queued: Vec<u32>,
     enqueue_seq: u64,
     /// Per die: a background-GC check is pending, and when the die last became idle.
     idle_gc_pending: Vec<bool>,
@@ -194,6 +197,7 @@ impl Engine {
             die_load_ns: die_state.iter().map(|d| d.free_at_ns).collect(),
             dies: die_state,
             queues: vec![VecDeque::new(); dies * QUEUES],
+            queued: vec![0; dies],
             enqueue_seq: 0,
             idle_gc_pending: vec![false; dies],
             idle_since_ns: vec![0; dies],
@@ -239,10 +243,7 @@ impl Engine {
     }
 
     fn die_queues_empty(&self, die: u32) -> bool {
-        let first = die as usize * QUEUES;
-        self.queues[first..first + QUEUES]
-            .iter()
-            .all(|q| q.is_empty())
+        self.queued[die as usize] == 0
     }
 
     fn refresh_load(&mut self, die: u32) {
@@ -358,6 +359,7 @@ impl Device {
         let suspends_for = t.class == TxnClass::HostRead;
         let (die, class) = (t.die, t.class);
         e.queues[die as usize * QUEUES + queue_of(t.kind, class)].push_back(id);
+        e.queued[die as usize] += 1;
         let d = &mut e.dies[die as usize];
         if !d.is_busy(now) {
             self.dispatch(die);
@@ -393,31 +395,29 @@ impl Device {
             return;
         }
         let reads_only = e.dies[d].suspended.is_some();
-        let channel = die / e.dies_per_channel;
-        let context = DieContext {
-            now_ns: now,
-            channel_free: e.channel_free_ns[channel as usize] <= now,
-            reads_only,
-        };
-        let mut heads: Heads = [None; QUEUES];
-        let mut any = false;
-        for (q, head) in heads.iter_mut().enumerate() {
-            if let Some(&id) = e.queues[d * QUEUES + q].front() {
-                let t = &e.txns[id as usize];
-                *head = Some(Candidate {
-                    kind: t.kind,
-                    class: t.class,
-                    enqueued_ns: t.enqueued_ns,
-                    seq: t.enqueue_seq,
-                    needs_channel_first: t.kind == TxnKind::Program && t.transfers > 0,
-                });
-                any = true;
-            }
-        }
-        let pick = if any {
-            e.sched.pick(&heads, &context)
-        } else {
+        let pick = if e.queued[d] == 0 {
             None
+        } else {
+            let channel = die / e.dies_per_channel;
+            let context = DieContext {
+                now_ns: now,
+                channel_free: e.channel_free_ns[channel as usize] <= now,
+                reads_only,
+            };
+            let mut heads: Heads = [None; QUEUES];
+            for (q, head) in heads.iter_mut().enumerate() {
+                if let Some(&id) = e.queues[d * QUEUES + q].front() {
+                    let t = &e.txns[id as usize];
+                    *head = Some(Candidate {
+                        kind: t.kind,
+                        class: t.class,
+                        enqueued_ns: t.enqueued_ns,
+                        seq: t.enqueue_seq,
+                        needs_channel_first: t.kind == TxnKind::Program && t.transfers > 0,
+                    });
+                }
+            }
+            e.sched.pick(&heads, &context)
         };
         match pick {
             Some(index) => self.start(die, index),
@@ -508,6 +508,7 @@ impl Device {
         let d = die as usize;
         let q = d * QUEUES + queue;
         let leader = e.queues[q].pop_front().expect("a queued transaction");
+        e.queued[d] -= 1;
         let lt = e.txns[leader as usize];
         // Multi-plane: same kind and page offset on other planes, same class (a melded read
         // senses a whole wordline on its own).
@@ -534,6 +535,7 @@ impl Device {
                     && planes_used & bit == 0
                 {
                     e.queues[q].remove(i);
+                    e.queued[d] -= 1;
                     planes_used |= bit;
                     e.txns[tail as usize].group_next = id;
                     tail = id;
