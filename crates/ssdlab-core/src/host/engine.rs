@@ -159,6 +159,8 @@ pub(crate) struct Engine {
     bg_plane_cursor: Vec<u32>,
     /// Scratch list of the move reads of a GC step.
     scratch_reads: Vec<u32>,
+    /// Scratch list of a host read's (page, bytes): no allocation per read.
+    scratch_pages: Vec<(u32, u64)>,
     /// The run will issue no more requests: no new background GC steps (the run ends with
     /// its last completion, and work after it would belong to no request of the run).
     source_done: bool,
@@ -221,6 +223,7 @@ impl Engine {
             flushes: Vec::new(),
             bg_plane_cursor: vec![0; dies],
             scratch_reads: Vec::new(),
+            scratch_pages: Vec::new(),
             source_done: false,
         }
     }
@@ -1003,7 +1006,8 @@ impl Device {
     ) -> Result<(), DeviceError> {
         let page = self.page_size() as u64;
         let bits = self.geo.bits_per_cell as usize;
-        let mut mapped: Vec<(u32, u64)> = Vec::with_capacity(pages as usize);
+        let mut mapped = std::mem::take(&mut self.engine().scratch_pages);
+        mapped.clear();
         let mut unmapped_bytes = 0;
         for i in 0..pages {
             let lpa = first_lpa + i;
@@ -1064,6 +1068,7 @@ impl Device {
             self.enqueue_at(id, start);
             i += n;
         }
+        self.engine().scratch_pages = mapped;
         Ok(())
     }
 
