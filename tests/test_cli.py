@@ -364,7 +364,7 @@ def test_request_log_and_time_series_files(capsys, randrw_job, tmp_path):
     assert lines[0].split(",") == [
         "request", "op", "logical_sector", "size_bytes", "duration_ns", "flash_reads",
         "flash_writes", "oob_reads", "oob_writes", "erases", "physical_sector",
-        "flash_duration_ns",
+        "flash_duration_ns", "queue_ns", "service_ns",
     ]  # fmt: skip
     rows = [line.split(",") for line in lines[1:]]
     assert len(rows) == total
@@ -373,6 +373,8 @@ def test_request_log_and_time_series_files(capsys, randrw_job, tmp_path):
     assert writes
     assert all(int(r[3]) == 4096 and int(r[6]) >= 1 for r in writes)
     assert all(int(r[4]) > 0 for r in rows)
+    # Queueing and service time split each duration.
+    assert all(int(r[12]) + int(r[13]) == int(r[4]) for r in rows)
     # Flash programs in the log add up to what the device counted.
     assert sum(int(r[6]) for r in rows) == report["ssd"]["flash"]["programs"]
     series = json.loads(series_path.read_text())

@@ -542,6 +542,7 @@ mod scheduling {
 
     /// Durations of the run's requests by request number.
     fn open_run(dev: &mut Device, requests: Vec<HostRequest>) -> Vec<u64> {
+        let earlier = dev.request_log().unwrap().len();
         dev.run_to_end(RunSpec {
             name: "job".into(),
             source: Box::new(VecSource::new(requests)),
@@ -551,7 +552,7 @@ mod scheduling {
             ramp_ns: None,
         })
         .unwrap();
-        let mut rows: Vec<_> = dev.request_log().unwrap().to_vec();
+        let mut rows: Vec<_> = dev.request_log().unwrap()[earlier..].to_vec();
         rows.sort_by_key(|r| r.request);
         rows.iter().map(|r| r.duration_ns).collect()
     }
@@ -654,6 +655,90 @@ mod scheduling {
         assert!(
             priority + 1_000_000 < fcfs,
             "priority read {priority} ns, fcfs read {fcfs} ns"
+        );
+    }
+    #[test]
+    fn a_gc_step_of_copybacks_may_be_suspended_as_often_as_its_programs_together() {
+        // SLC, one die, one plane; GC steps of 2 copyback moves, each move's program allowed
+        // one suspension (so the step two). With one budget for the whole step (the old rule)
+        // the second read would wait for the step's end.
+        let (t_r, t_p, suspend, resume) = (25_000, 200_000, 5_000, 7_000);
+        let mut dev = device(
+            &[
+                ("geometry.channels", "1"),
+                ("geometry.chips_per_channel", "1"),
+                ("geometry.dies_per_chip", "1"),
+                ("geometry.planes_per_die", "1"),
+                ("geometry.blocks_per_plane", "32"),
+                ("geometry.pages_per_block", "8"),
+                ("geometry.page_size_bytes", "4096"),
+                ("geometry.over_provisioning", "0.4"),
+                ("cell.type", "slc"),
+                ("cell.read_ns", "[25000]"),
+                ("cell.program_ns", "[200000]"),
+                ("cell.erase_ns", "1000000"),
+                ("cell.suspend", "true"),
+                ("cell.suspend_ns", "5000"),
+                ("cell.resume_ns", "7000"),
+                ("cell.max_suspends", "1"),
+                ("channel.rate_mtps", "800"),
+                ("channel.command_overhead_ns", "300"),
+                ("host.link_mbps", "0"),
+                ("ecc.code", "bch"),
+                ("ecc.codeword_bytes", "1024"),
+                ("ecc.correctable_bits", "12"),
+                ("controller.scheduler", "priority"),
+                ("ftl.gc_step_pages", "2"),
+                ("stats.request_log", "true"),
+            ],
+            1,
+        );
+        let logical = dev.derived().logical_pages;
+        // Fill, then overwrite the even pages and every fourth odd one: the plane ends below
+        // the background watermark, and the fill's blocks (the victims) keep two valid pages.
+        let writes = (0..logical)
+            .chain((0..logical).step_by(2))
+            .chain((1..logical).step_by(4))
+            .map(|lpa| HostRequest::new(Op::Write, lpa * 4096, 4096))
+            .collect();
+        closed_run(&mut dev, writes, 1);
+        let moved_before = dev.flash_counters().programs;
+        // A read at 0 leaves the die idle at t_r + XFER; background GC starts 1 ms later
+        // (`gc_bg_idle_ns`) with a step of two copybacks, 2 (tR + tPROG) long. Reads arrive
+        // during it at +10 us and +100 us (each suspends it) and at +200 us (the budget is
+        // spent: it waits for the step's end).
+        let step_start = t_r + XFER + 1_000_000;
+        let arrivals = [
+            0,
+            step_start + 10_000,
+            step_start + 100_000,
+            step_start + 200_000,
+        ];
+        let reads = arrivals
+            .iter()
+            .map(|&t| at(Op::Read, logical - 1, t))
+            .collect();
+        let d = open_run(&mut dev, reads);
+        assert_eq!(
+            dev.flash_counters().programs - moved_before,
+            2,
+            "one step of two moves"
+        );
+        assert_eq!(dev.flash_counters().suspensions, 2);
+        let read = t_r + XFER + DECODE;
+        assert_eq!(d[0], read);
+        assert_eq!(d[1], suspend + read, "the first read suspends the step");
+        assert_eq!(
+            d[2],
+            suspend + read,
+            "so does the second: the step has two programs"
+        );
+        // Each suspension moves the step's end by suspend + the read on the die + resume.
+        let step_end = step_start + 2 * (t_r + t_p) + 2 * (suspend + t_r + XFER + resume);
+        assert_eq!(
+            d[3],
+            step_end - arrivals[3] + read,
+            "the third waits for the step"
         );
     }
 }
@@ -897,5 +982,95 @@ mod mapping_units {
         .unwrap();
         assert_eq!(small.derived().mapping_unit_bytes, 2048);
         assert_eq!(config("512", "16384").unwrap().derived().units_per_page, 32);
+    }
+}
+
+mod request_log_time_split {
+    use super::*;
+
+    /// A 4-die TLC device with the request log on, timed by `scheduler` (`fcfs`: the
+    /// reservation path; `priority`: the event engine).
+    fn logged(scheduler: &str) -> Device {
+        let pairs = overrides(&[
+            ("geometry.channels", "2"),
+            ("geometry.chips_per_channel", "1"),
+            ("geometry.dies_per_chip", "2"),
+            ("geometry.planes_per_die", "2"),
+            ("geometry.blocks_per_plane", "64"),
+            ("geometry.pages_per_block", "96"),
+            ("geometry.page_size_bytes", "4096"),
+            ("geometry.over_provisioning", "0.2"),
+            ("stats.request_log", "true"),
+            ("controller.scheduler", scheduler),
+        ]);
+        Device::from_toml("", "test", &pairs, 3, false).unwrap()
+    }
+
+    fn requests(n: usize, seed: u64, logical: u64) -> Vec<HostRequest> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let op = if rng.gen_bool(0.4) {
+                    Op::Read
+                } else {
+                    Op::Write
+                };
+                HostRequest::new(op, rng.gen_range(0..logical) * 4096, 4096)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_idle_device_queues_nothing_and_the_log_splits_each_duration() {
+        for scheduler in ["fcfs", "priority"] {
+            let mut dev = logged(scheduler);
+            let logical = dev.derived().logical_pages;
+            closed_run(&mut dev, requests(200, 1, logical), 1);
+            let log = dev.request_log().unwrap();
+            assert_eq!(log.len(), 200);
+            for row in log {
+                assert_eq!(
+                    (row.queue_ns, row.service_ns),
+                    (0, row.duration_ns),
+                    "{scheduler}: one request at a time waits for no die"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn under_load_the_log_sums_to_the_jobs_queue_and_service_figures() {
+        for scheduler in ["fcfs", "priority"] {
+            let mut dev = logged(scheduler);
+            let logical = dev.derived().logical_pages;
+            let job = closed_run(&mut dev, requests(4_000, 2, logical), 32);
+            let log = dev.request_log().unwrap();
+            assert_eq!(log.len(), 4_000);
+            for (op, name) in [("read", "read"), ("write", "write")] {
+                let rows: Vec<_> = log.iter().filter(|r| r.op == op).collect();
+                let n = rows.len() as f64;
+                let queue: u128 = rows.iter().map(|r| r.queue_ns as u128).sum();
+                let service: u128 = rows.iter().map(|r| r.service_ns as u128).sum();
+                for r in &rows {
+                    assert_eq!(r.queue_ns + r.service_ns, r.duration_ns);
+                }
+                let split = &job["ssd_job"][name];
+                // The job's means are the same integer sums over the same count.
+                assert_eq!(
+                    split["queue_ns"]["mean"].as_f64().unwrap(),
+                    queue as f64 / n
+                );
+                assert_eq!(
+                    split["service_ns"]["mean"].as_f64().unwrap(),
+                    service as f64 / n
+                );
+                let max_queue = rows.iter().map(|r| r.queue_ns).max().unwrap();
+                assert_eq!(split["queue_ns"]["max"].as_u64().unwrap(), max_queue);
+                assert!(
+                    queue > 0,
+                    "{scheduler} {op}: at QD 32 on 4 dies requests wait for their die"
+                );
+            }
+        }
     }
 }

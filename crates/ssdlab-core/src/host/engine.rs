@@ -128,6 +128,9 @@ pub(crate) struct Engine {
     dies: Vec<Die>,
     /// The queues of each die (`QUEUES` per die, see `sched::queue_of`), in arrival order.
     queues: Vec<VecDeque<u32>>,
+    /// Transactions in each die's queues (a die with none is idle at once, without looking
+    /// at its queues).
+    queued: Vec<u32>,
     enqueue_seq: u64,
     /// Per die: a background-GC check is pending, and when the die last became idle.
     idle_gc_pending: Vec<bool>,
@@ -141,7 +144,10 @@ pub(crate) struct Engine {
     planes_per_die: u32,
     sched: Box<dyn Scheduler>,
     requests: Vec<RequestState>,
-    done: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Finished requests by (completion time, order finished), packed as
+    /// `complete << 64 | seq << 16 | slot` (run slots fit 16 bits): the heap moves 16 bytes
+    /// per entry.
+    done: BinaryHeap<Reverse<u128>>,
     done_seq: u64,
     buffer_used: u32,
     buffer_next_id: u64,
@@ -156,6 +162,8 @@ pub(crate) struct Engine {
     /// Programs of host pages still filling, by page: created with the page's first unit so
     /// that its read-modify-write reads can gate it, queued once the page is full.
     staged_programs: BTreeMap<u32, u32>,
+    /// Scratch list of a host read's (page, bytes): no allocation per read.
+    scratch_pages: Vec<(u32, u64)>,
     /// The run will issue no more requests: no new background GC steps (the run ends with
     /// its last completion, and work after it would belong to no request of the run).
     source_done: bool,
@@ -194,6 +202,7 @@ impl Engine {
             die_load_ns: die_state.iter().map(|d| d.free_at_ns).collect(),
             dies: die_state,
             queues: vec![VecDeque::new(); dies * QUEUES],
+            queued: vec![0; dies],
             enqueue_seq: 0,
             idle_gc_pending: vec![false; dies],
             idle_since_ns: vec![0; dies],
@@ -218,6 +227,7 @@ impl Engine {
             bg_plane_cursor: vec![0; dies],
             scratch_reads: Vec::new(),
             staged_programs: BTreeMap::new(),
+            scratch_pages: Vec::new(),
             source_done: false,
         }
     }
@@ -252,10 +262,7 @@ impl Engine {
     }
 
     fn die_queues_empty(&self, die: u32) -> bool {
-        let first = die as usize * QUEUES;
-        self.queues[first..first + QUEUES]
-            .iter()
-            .all(|q| q.is_empty())
+        self.queued[die as usize] == 0
     }
 
     fn refresh_load(&mut self, die: u32) {
@@ -283,7 +290,10 @@ impl Engine {
         r.pending -= 1;
         if r.pending == 0 {
             let complete = r.complete_ns;
-            self.done.push(Reverse((complete, self.done_seq, slot)));
+            debug_assert!(slot < 1 << 16, "run slots fit 16 bits");
+            let order = (self.done_seq & ((1 << 48) - 1)) << 16 | slot as u64;
+            self.done
+                .push(Reverse((complete as u128) << 64 | order as u128));
             self.done_seq += 1;
         }
     }
@@ -352,7 +362,7 @@ impl Device {
     /// start it or suspend the die for it.
     fn enqueue_at(&mut self, id: u32, time_ns: u64) {
         let suspend = self.config.cell.suspend;
-        let (suspend_ns, max_suspends) = (self.derived.suspend_ns, self.derived.max_suspends);
+        let suspend_ns = self.derived.suspend_ns;
         let e = self.engine.as_mut().expect("engine");
         if time_ns > e.now_ns {
             e.schedule(time_ns, Event::Enqueue { txn: id });
@@ -363,15 +373,16 @@ impl Device {
         t.enqueued_ns = now;
         t.enqueue_seq = e.enqueue_seq;
         e.enqueue_seq += 1;
-        // Only a read the host waits for itself suspends: a read-modify-write read is served
-        // first but does not spend the operation's suspensions that host reads need.
+        // Host reads suspend, read-modify-write reads too (queued as host reads: the write's
+        // program waits for them); GC reads do not (suspending for them only delays both).
         let suspends_for = t.class == TxnClass::HostRead;
         let (die, class) = (t.die, t.class);
         e.queues[die as usize * QUEUES + queue_of(t.kind, class)].push_back(id);
+        e.queued[die as usize] += 1;
         let d = &mut e.dies[die as usize];
         if !d.is_busy(now) {
             self.dispatch(die);
-        } else if suspends_for && suspend && d.can_suspend(now, max_suspends) {
+        } else if suspends_for && suspend && d.can_suspend(now) {
             let free = d.suspend(now, suspend_ns);
             let generation = d.generation;
             e.schedule(free, Event::DieFree { die, generation });
@@ -403,31 +414,29 @@ impl Device {
             return;
         }
         let reads_only = e.dies[d].suspended.is_some();
-        let channel = die / e.dies_per_channel;
-        let context = DieContext {
-            now_ns: now,
-            channel_free: e.channel_free_ns[channel as usize] <= now,
-            reads_only,
-        };
-        let mut heads: Heads = [None; QUEUES];
-        let mut any = false;
-        for (q, head) in heads.iter_mut().enumerate() {
-            if let Some(&id) = e.queues[d * QUEUES + q].front() {
-                let t = &e.txns[id as usize];
-                *head = Some(Candidate {
-                    kind: t.kind,
-                    class: t.class,
-                    enqueued_ns: t.enqueued_ns,
-                    seq: t.enqueue_seq,
-                    needs_channel_first: t.kind == TxnKind::Program && t.transfers > 0,
-                });
-                any = true;
-            }
-        }
-        let pick = if any {
-            e.sched.pick(&heads, &context)
-        } else {
+        let pick = if e.queued[d] == 0 {
             None
+        } else {
+            let channel = die / e.dies_per_channel;
+            let context = DieContext {
+                now_ns: now,
+                channel_free: e.channel_free_ns[channel as usize] <= now,
+                reads_only,
+            };
+            let mut heads: Heads = [None; QUEUES];
+            for (q, head) in heads.iter_mut().enumerate() {
+                if let Some(&id) = e.queues[d * QUEUES + q].front() {
+                    let t = &e.txns[id as usize];
+                    *head = Some(Candidate {
+                        kind: t.kind,
+                        class: t.class,
+                        enqueued_ns: t.enqueued_ns,
+                        seq: t.enqueue_seq,
+                        needs_channel_first: t.kind == TxnKind::Program && t.transfers > 0,
+                    });
+                }
+            }
+            e.sched.pick(&heads, &context)
         };
         match pick {
             Some(index) => self.start(die, index),
@@ -512,11 +521,13 @@ impl Device {
         const MERGE_WINDOW: usize = 16;
         let xfer_ns = self.derived.page_transfer_ns;
         let cache_read = self.config.channel.cache_read;
+        let max_suspends = self.derived.max_suspends;
         let e = self.engine.as_mut().expect("engine");
         let now = e.now_ns;
         let d = die as usize;
         let q = d * QUEUES + queue;
         let leader = e.queues[q].pop_front().expect("a queued transaction");
+        e.queued[d] -= 1;
         let lt = e.txns[leader as usize];
         // Multi-plane: same kind and page offset on other planes, same class (a melded read
         // senses a whole wordline on its own).
@@ -543,6 +554,7 @@ impl Device {
                     && planes_used & bit == 0
                 {
                     e.queues[q].remove(i);
+                    e.queued[d] -= 1;
                     planes_used |= bit;
                     e.txns[tail as usize].group_next = id;
                     tail = id;
@@ -604,6 +616,9 @@ impl Device {
             array_start_ns: array_start,
             end_ns: die_free,
             suspends: 0,
+            // A GC step's copybacks are programs of their own, each with the budget of one
+            // (fused into one die operation only to spare events).
+            max_suspends: max_suspends * lt.moves.max(1),
             read_done_with_die: data_end == die_free,
         });
         let generation = e.dies[d].generation;
@@ -1004,7 +1019,8 @@ impl Device {
         let unit_bytes = self.unit_bytes;
         let bits = self.geo.bits_per_cell as usize;
         // (page, bytes wanted from it); units of one page are read once.
-        let mut mapped: Vec<(u32, u64)> = Vec::with_capacity(units as usize);
+        let mut mapped = std::mem::take(&mut self.engine().scratch_pages);
+        mapped.clear();
         let mut immediate_bytes = 0;
         for i in 0..units {
             let unit = first_unit + i;
@@ -1071,6 +1087,7 @@ impl Device {
             self.enqueue_at(id, start);
             i += n;
         }
+        self.engine().scratch_pages = mapped;
         Ok(())
     }
 
@@ -1247,19 +1264,20 @@ impl Device {
         loop {
             let e = self.engine.as_ref().expect("engine");
             let next_event = e.events.peek().map(|Reverse((t, _, _))| *t);
-            let next_done = e.done.peek().map(|Reverse((t, _, _))| *t);
+            let next_done = e.done.peek().map(|Reverse(key)| (key >> 64) as u64);
             match (next_done, next_event) {
                 (Some(done), ev) if ev.is_none_or(|ev| done <= ev) => {
                     if limit.is_some_and(|l| done > l) {
                         return Ok(None);
                     }
                     let e = self.engine();
-                    let Reverse((complete_ns, _, slot)) = e.done.pop().expect("a completion");
+                    let Reverse(key) = e.done.pop().expect("a completion");
+                    let (complete_ns, slot) = ((key >> 64) as u64, (key & 0xFFFF) as u32);
                     let r = e.requests[slot as usize];
                     return Ok(Some(EngineCompletion {
                         slot,
                         log_row: r.log_row.map(|mut row| {
-                            row.duration_ns = complete_ns - row.duration_ns;
+                            row.set_duration(complete_ns - row.duration_ns, r.queue_ns);
                             row
                         }),
                         complete_ns,

@@ -1282,7 +1282,7 @@ fn next_multi_plane_group(txns: &mut [PageTxn], start: usize) -> Option<usize> {
     Some(end)
 }
 
-/// The FTL counters the time series tracks: host pages, flash pages, GC moves, erases.
+/// The per-request log row of a request issued at `issue_ns` and complete at `complete_ns`.
 fn request_log_row(
     request: u64,
     req: &HostRequest,
@@ -1291,12 +1291,12 @@ fn request_log_row(
     page: u64,
     work: &RequestWork,
 ) -> RequestLogRow {
-    RequestLogRow {
+    let mut row = RequestLogRow {
         request,
         op: req.op.as_str(),
         logical_sector: req.offset / 512,
         size_bytes: req.length,
-        duration_ns: complete_ns - issue_ns,
+        duration_ns: 0,
         flash_reads: work.reads,
         flash_writes: work.programs,
         oob_reads: work.oob_reads,
@@ -1307,9 +1307,14 @@ fn request_log_row(
             .first_ppa
             .map_or(-1, |p| p as i64 * (page as i64 / 512)),
         flash_duration_ns: work.flash_ns,
-    }
+        queue_ns: 0,
+        service_ns: 0,
+    };
+    row.set_duration(complete_ns - issue_ns, work.queue_ns);
+    row
 }
 
+/// The FTL counters the time series tracks: host pages, flash pages, GC moves, erases.
 pub(crate) fn series_counters(ftl: &dyn Ftl) -> [u64; 4] {
     let c = ftl.counters();
     [
