@@ -562,6 +562,35 @@ mod scheduling {
     const ENCODE: u64 = 800;
 
     #[test]
+    fn a_read_waiting_when_a_program_is_chosen_suspends_it_as_it_starts() {
+        // FCFS with suspend: the second read arrives while the die serves the first read (which
+        // cannot be suspended), queued behind a program; when the die picks the program, the
+        // waiting read suspends it as its array phase begins instead of waiting it out.
+        let mut dev = one_die(&[
+            ("controller.scheduler", "fcfs"),
+            ("cell.suspend", "true"),
+            ("cell.suspend_ns", "5000"),
+            ("cell.resume_ns", "7000"),
+        ]);
+        let d = open_run(
+            &mut dev,
+            vec![
+                at(Op::Write, 0, 0),
+                at(Op::Read, 0, 1_000_000),
+                at(Op::Write, 1, 1_010_000),
+                at(Op::Read, 0, 1_020_000),
+            ],
+        );
+        let first_read_off_die = 1_000_000 + 58_000 + XFER;
+        let array_start = first_read_off_die + XFER; // the program's data goes in first
+        let second_read_off_die = array_start + 5_000 + 58_000 + XFER;
+        assert_eq!(d[3], second_read_off_die + DECODE - 1_020_000);
+        // The program resumes after it with all of its 700 us still to do.
+        assert_eq!(d[2], second_read_off_die + 7_000 + 700_000 - 1_010_000);
+        assert_eq!(dev.flash_counters().suspensions, 1);
+    }
+
+    #[test]
     fn a_read_mid_program_suspends_it_and_the_program_resumes_with_its_remaining_time() {
         let suspend = 5_000;
         let resume = 7_000;

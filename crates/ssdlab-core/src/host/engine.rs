@@ -362,7 +362,6 @@ impl Device {
     /// start it or suspend the die for it.
     fn enqueue_at(&mut self, id: u32, time_ns: u64) {
         let suspend = self.config.cell.suspend;
-        let suspend_ns = self.derived.suspend_ns;
         let e = self.engine.as_mut().expect("engine");
         if time_ns > e.now_ns {
             e.schedule(time_ns, Event::Enqueue { txn: id });
@@ -383,13 +382,22 @@ impl Device {
         if !d.is_busy(now) {
             self.dispatch(die);
         } else if suspends_for && suspend && d.can_suspend(now) {
-            let free = d.suspend(now, suspend_ns);
-            let generation = d.generation;
-            e.schedule(free, Event::DieFree { die, generation });
-            e.refresh_load(die);
-            self.flash.suspensions += 1;
-            self.timeline.add_busy(die, suspend_ns);
+            self.suspend_die(die);
         }
+    }
+
+    /// Suspend the operation in service on `die` (the caller checked that it may be) so that
+    /// the host reads queued there are served.
+    fn suspend_die(&mut self, die: u32) {
+        let suspend_ns = self.derived.suspend_ns;
+        let e = self.engine.as_mut().expect("engine");
+        let d = &mut e.dies[die as usize];
+        let free = d.suspend(e.now_ns, suspend_ns);
+        let generation = d.generation;
+        e.schedule(free, Event::DieFree { die, generation });
+        e.refresh_load(die);
+        self.flash.suspensions += 1;
+        self.timeline.add_busy(die, suspend_ns);
     }
 
     /// One of the things `id` waits for is done at `at`: queue it once nothing is left.
@@ -630,6 +638,24 @@ impl Device {
         }
         e.refresh_load(die);
         self.timeline.add_busy(die, array_ns);
+        if lt.kind != TxnKind::Read {
+            self.suspend_for_waiting_reads(die);
+        }
+    }
+
+    /// A program or erase just started on `die` while host reads wait there (the policy chose
+    /// it over them: aged past their priority, or `fcfs`): the reads suspend it at once, within
+    /// its budget, as they would had they arrived a moment later. Without this a read that
+    /// found the die busy with a GC read would wait for the whole program chosen next.
+    fn suspend_for_waiting_reads(&mut self, die: u32) {
+        if !self.config.cell.suspend {
+            return;
+        }
+        let e = self.engine.as_ref().expect("engine");
+        let reads = die as usize * QUEUES + queue_of(TxnKind::Read, TxnClass::HostRead);
+        if !e.queues[reads].is_empty() && e.dies[die as usize].can_suspend(e.now_ns) {
+            self.suspend_die(die);
+        }
     }
 
     /// The operation in service on `die` ended: programs and erases complete their

@@ -199,6 +199,35 @@ mod tests {
     }
 
     #[test]
+    fn priority_never_ages_a_gc_read_past_a_host_read() {
+        let mut p = Priority::new(1_000);
+        // Long aged, the GC read still yields to a fresh host read (it cannot be suspended)...
+        let h = heads(&[
+            c(Read, TxnClass::Gc, 0),
+            c(Read, TxnClass::HostRead, 99_000),
+        ]);
+        assert_eq!(p.pick(&h, &ctx(100_000)), Some(0));
+        // ...but still goes before a host write that has not aged.
+        let h = heads(&[
+            c(Read, TxnClass::Gc, 0),
+            c(Program, TxnClass::HostWrite, 99_500),
+        ]);
+        assert_eq!(
+            p.pick(&h, &ctx(100_000)),
+            Some(queue_of(Read, TxnClass::Gc))
+        );
+        // An aged GC program does go first: the host read will suspend it.
+        let h = heads(&[
+            c(Program, TxnClass::Gc, 0),
+            c(Read, TxnClass::HostRead, 99_000),
+        ]);
+        assert_eq!(
+            p.pick(&h, &ctx(100_000)),
+            Some(queue_of(Program, TxnClass::Gc))
+        );
+    }
+
+    #[test]
     fn out_of_order_serves_work_that_needs_no_channel_while_it_is_busy() {
         let h = heads(&[
             c(Program, TxnClass::HostWrite, 0),
