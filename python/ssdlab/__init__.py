@@ -12,10 +12,15 @@ configures devices, drives runs and shapes their results::
     result = dev.run_job("randrw.fio")        # fio's JSON layout plus an "ssd" section
     print(result.jobs[0].write["iops"], result.ssd["waf"])
 
+    frame = ssdlab.sweep("study.toml", workers=2)     # a grid of runs on Dask: a DataFrame
+    frame = ssdlab.load_results("study-results")      # the store of a sweep, read back
+
 (config, workload, seed) determine every result bit for bit, and every result carries the
 configuration's hash, the seed and the version. The command line is ``ssdlab`` (see
 ``ssdlab --help``).
 """
+
+from typing import Any
 
 from ssdlab import _core
 from ssdlab._core import __version__
@@ -23,6 +28,23 @@ from ssdlab.device import Completion, Device, JobResult, RunResult
 from ssdlab.errors import ConfigError, DeviceError, SsdlabError, WorkloadError
 from ssdlab.hints import Hint
 from ssdlab.serve import Server
+
+
+def sweep(spec: Any, **options: Any) -> Any:
+    """Run a sweep spec on Dask and return its results as a pandas DataFrame, one row per run
+    (see :func:`ssdlab.sweeps.sweep` for the options: ``out``, ``workers``, ``dask``,
+    ``force``, ``scale``, ``progress``). A script that calls it with a local cluster must do so
+    under ``if __name__ == "__main__":``, as the worker processes import the script."""
+    from ssdlab import sweeps
+
+    return sweeps.sweep(spec, **options)
+
+
+def load_results(out_dir: Any) -> Any:
+    """The results of a ``sweep`` or ``reproduce`` output directory as a pandas DataFrame."""
+    from ssdlab import store
+
+    return store.load_results(out_dir)
 
 
 def presets() -> list[tuple[str, str]]:
@@ -42,5 +64,7 @@ __all__ = [
     "SsdlabError",
     "WorkloadError",
     "__version__",
+    "load_results",
     "presets",
+    "sweep",
 ]

@@ -1,4 +1,5 @@
-"""The ``ssdlab`` command line: ``run``, ``serve``, ``stats``, ``presets`` and ``demo``.
+"""The ``ssdlab`` command line: ``run``, ``serve``, ``stats``, ``presets``, ``demo``, ``sweep``,
+``report`` and ``reproduce``.
 
 The CLI only adapts: it parses arguments, builds a :class:`~ssdlab.Device`, runs it and prints.
 Errors the user can fix -- a bad configuration key, an unknown preset, a trace line that does
@@ -274,7 +275,80 @@ def _parser() -> argparse.ArgumentParser:
         help="device and workload size relative to the default (env SSDLAB_DEMO_SCALE)",
     )
     demo.set_defaults(func=_cmd_demo)
+    _add_sweep_commands(commands)
     return parser
+
+
+def _add_sweep_commands(commands: Any) -> None:
+    sweep = commands.add_parser(
+        "sweep",
+        help="run a grid of simulations (a sweep spec) on Dask; results in a Parquet store",
+        description="Run every point of the sweep spec SPEC (TOML; see examples/sweep.toml) on "
+        "a local Dask cluster (one worker process per core) or on the scheduler --dask, "
+        "recording each run in DIR as it finishes. Runs already in DIR are skipped, so an "
+        "interrupted sweep resumes. Exit status 1 when any run failed (each failure is "
+        "recorded with its error).",
+    )
+    sweep.add_argument("spec", metavar="SPEC", help="sweep spec (TOML)")
+    sweep.add_argument(
+        "--scale", metavar="NAME", help="use the spec's [scales.NAME] (default: its default_scale)"
+    )
+    _add_run_flags(sweep, "DIR (default: <spec name>-results)")
+    sweep.set_defaults(func=_cmd_sweep)
+
+    report = commands.add_parser(
+        "report",
+        help="markdown tables and PNG plots of a sweep's results",
+        description="Write DIR/report/report.md and one PNG per metric, as the spec's "
+        "[report] section chooses, and print the markdown.",
+    )
+    report.add_argument("dir", metavar="DIR", help="output directory of sweep or reproduce")
+    report.set_defaults(func=_cmd_report)
+
+    reproduce = commands.add_parser(
+        "reproduce",
+        help="run a study shipped with ssdlab (a sweep and its report); --list names them",
+        description="Run the study NAME (a sweep spec inside ssdlab) at the given scale, write "
+        "its report and print its headline table.",
+    )
+    reproduce.add_argument("name", metavar="NAME", nargs="?", help="study name (see --list)")
+    reproduce.add_argument("--list", action="store_true", help="list the studies and exit")
+    reproduce.add_argument(
+        "--scale",
+        choices=("quick", "small", "paper"),
+        default="small",
+        help="quick: under a minute on 2 cores; small (default); paper: the full study",
+    )
+    _add_run_flags(reproduce, "DIR (default: reproduce-NAME-SCALE)")
+    reproduce.set_defaults(func=_cmd_reproduce)
+
+
+def _add_run_flags(parser: argparse.ArgumentParser, out_help: str) -> None:
+    parser.add_argument("--out", metavar="DIR", help=f"output directory {out_help}")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="local worker processes (default: one per core); not with --dask",
+    )
+    parser.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="submit to this Dask scheduler (e.g. tcp://host:8786) instead of a local cluster",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="give up on an unreachable --dask scheduler after S seconds (default 10)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="discard the results in DIR (even another spec's) and run everything again",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 
 
 # -- run -----------------------------------------------------------------------------------------
@@ -683,3 +757,93 @@ def _err_console() -> Any:
     from rich.console import Console
 
     return Console(stderr=True)
+
+
+# -- sweep, report, reproduce ------------------------------------------------------------------
+
+
+def _sweep_options(args: argparse.Namespace) -> dict[str, Any]:
+    if args.workers is not None and args.dask is not None:
+        raise UsageError("--workers sets the local cluster's size; it does not go with --dask")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if not (math.isfinite(args.connect_timeout) and args.connect_timeout > 0):
+        raise UsageError(f"--connect-timeout must be a positive number, got {args.connect_timeout}")
+    return {
+        "out": args.out,
+        "workers": args.workers,
+        "dask": args.dask,
+        "force": args.force,
+        "progress": False if args.quiet else None,
+        "connect_timeout_s": args.connect_timeout,
+        "on_problem": lambda message: print(f"ssdlab: warning: {message}", file=sys.stderr),
+    }
+
+
+def _summary(outcome: Any, quiet: bool) -> int:
+    """Print what the sweep did; exit status 1 when any of the spec's runs failed."""
+    results = outcome.results
+    failed = results[results["status"] != "ok"] if len(results) else results
+    if not quiet:
+        print(
+            f"ssdlab sweep {outcome.spec.name}: {outcome.total} runs, {outcome.ran} run now, "
+            f"{outcome.skipped} already done, {len(failed)} failed; results in {outcome.out_dir} "
+            f"({outcome.wall_s:.1f} s)",
+            file=sys.stderr,
+        )
+    for row in failed.head(10).itertuples(index=False):
+        print(f"ssdlab: run {row.run_key} failed: {row.error}", file=sys.stderr)
+    if len(failed) > 10:
+        print(f"ssdlab: ... and {len(failed) - 10} more failed runs", file=sys.stderr)
+    return EXIT_RUN_ERROR if len(failed) else EXIT_OK
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from ssdlab.sweeps import run_sweep
+
+    outcome = _run(run_sweep, args.spec, scale=args.scale, **_sweep_options(args))
+    return _summary(outcome, args.quiet)
+
+
+def _run(run_sweep: Any, spec: Any, **options: Any) -> Any:
+    from ssdlab.store import StoreError
+
+    try:
+        return run_sweep(spec, **options)
+    except StoreError as err:  # another spec's directory: the user chooses --out or --force
+        raise UsageError(str(err)) from None
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from ssdlab.report import make_report
+
+    report = make_report(args.dir)
+    sys.stdout.write(report.markdown)
+    print(f"ssdlab report: {report.path} and {len(report.tables)} plots", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from ssdlab import reproduce
+    from ssdlab.report import headline, make_report
+    from ssdlab.sweeps import run_sweep
+
+    if args.list:
+        for name, description in reproduce.studies():
+            print(f"{name}  {description}")
+        return EXIT_OK
+    if args.name is None:
+        raise UsageError("give a study NAME, or --list to see them")
+    try:
+        spec = reproduce.load(args.name, args.scale)
+    except reproduce.UnknownStudy as err:
+        raise UsageError(str(err)) from None
+    options = _sweep_options(args)
+    options["out"] = options["out"] or reproduce.default_out(args.name, args.scale)
+    outcome = _run(run_sweep, spec, **options)
+    status = _summary(outcome, args.quiet)
+    report = make_report(outcome.out_dir)
+    print(f"# {report.title} ({args.scale})\n")
+    print(headline(report))
+    print(f"\nReport: {report.path}")
+    return status

@@ -67,28 +67,38 @@ class Workload:
     placement: np.ndarray
 
 
-def hot_cold_workload(logical_bytes: int, n_requests: int, seed: int) -> Workload:
-    """Random 4 KiB reads and writes, most of them to a hot fifth of the space.
+def hot_cold_workload(
+    logical_bytes: int,
+    n_requests: int,
+    seed: int,
+    *,
+    request_bytes: int = REQUEST_BYTES,
+    write_fraction: float = WRITE_FRACTION,
+    hot_space_fraction: float = HOT_SPACE_FRACTION,
+    hot_access_fraction: float = HOT_ACCESS_FRACTION,
+) -> Workload:
+    """Random 4 KiB reads and writes, most of them to a hot fifth of the space (by default;
+    sweeps vary the sizes and fractions).
 
     The hot pages are scattered over the whole space (a random permutation), so that hotness is
     not simply a matter of address ranges.
     """
     rng = np.random.default_rng(seed)
-    n_pages = logical_bytes // REQUEST_BYTES
+    n_pages = logical_bytes // request_bytes
     order = rng.permutation(n_pages)
-    n_hot = max(1, int(n_pages * HOT_SPACE_FRACTION))
+    n_hot = max(1, int(n_pages * hot_space_fraction))
     hot, cold = order[:n_hot], order[n_hot:]
-    is_hot = rng.random(n_requests) < HOT_ACCESS_FRACTION
+    is_hot = rng.random(n_requests) < hot_access_fraction
     page = np.where(
         is_hot,
         hot[rng.integers(0, hot.size, n_requests)],
         cold[rng.integers(0, cold.size, n_requests)],
     )
-    is_write = rng.random(n_requests) < WRITE_FRACTION
+    is_write = rng.random(n_requests) < write_fraction
     return Workload(
         ops=is_write.astype(np.int64),  # 1 write, 0 read
-        offsets=page.astype(np.int64) * REQUEST_BYTES,
-        lengths=np.full(n_requests, REQUEST_BYTES, dtype=np.int64),
+        offsets=page.astype(np.int64) * request_bytes,
+        lengths=np.full(n_requests, request_bytes, dtype=np.int64),
         placement=np.where(is_write, is_hot.astype(np.int64), -1),  # hot → 1, cold → 0
     )
 

@@ -165,8 +165,36 @@ class Device:
         store_data: bool = False,
         time_series: bool = False,
     ) -> None:
-        _check_int("seed", seed, 0, _U64_MAX)
         toml_text, source_name = resolve(config)
+        self._build(toml_text, source_name, seed, overrides, store_data, time_series)
+
+    @classmethod
+    def from_toml(
+        cls,
+        toml_text: str,
+        source_name: str,
+        *,
+        seed: int = 0,
+        overrides: Overrides = None,
+        store_data: bool = False,
+        time_series: bool = False,
+    ) -> Device:
+        """A device from configuration text already read (``source_name`` prefixes its errors),
+        e.g. on a sweep worker that need not see the files the configuration came from."""
+        device = cls.__new__(cls)
+        device._build(toml_text, source_name, seed, overrides, store_data, time_series)
+        return device
+
+    def _build(
+        self,
+        toml_text: str,
+        source_name: str,
+        seed: int,
+        overrides: Overrides,
+        store_data: bool,
+        time_series: bool,
+    ) -> None:
+        _check_int("seed", seed, 0, _U64_MAX)
         self.seed = seed
         self.source_name = source_name
         self.store_data = store_data
@@ -210,7 +238,7 @@ class Device:
     @property
     def config(self) -> dict[str, Any]:
         """The canonical resolved configuration."""
-        return json.loads(self._handle.config_json)
+        return self._handle.config
 
     # -- single requests -------------------------------------------------------------------------
 
@@ -391,7 +419,7 @@ class Device:
 
     def stats(self) -> dict[str, Any]:
         """The cumulative ``ssd`` statistics: WAF, GC, erases, energy, ECC, placement, time."""
-        return json.loads(self._handle.ssd_stats())
+        return self._handle.ssd_stats()
 
     def time_series(self) -> list[dict[str, Any]]:
         """Per-interval rows (for plots); empty unless the device was built with
@@ -400,7 +428,7 @@ class Device:
         Only intervals with completions or device work have a row; each row gives its
         ``start_ns`` and ``interval_ns`` (which doubles when the series reaches its row budget).
         """
-        return json.loads(self._handle.time_series())
+        return self._handle.time_series()
 
     def request_log_csv(self) -> str:
         """The per-request log the device holds, as CSV text with its header (rows only with
@@ -441,7 +469,7 @@ class Device:
                         f"{completed} requests (at {self.now} ns)"
                     )
                 last = completed
-        return JobResult(json.loads(self._handle.finish_job()))
+        return JobResult(self._handle.finish_job())
 
     def _result(self, jobs: list[JobResult]) -> RunResult:
         return RunResult(seed=self.seed, config_hash=self.config_hash, jobs=jobs, ssd=self.stats())

@@ -57,12 +57,12 @@ def summarize(path: str | os.PathLike[str], *, page_size_bytes: int = 4096) -> d
     be read or a line is not a request-log row, and ``ValueError`` for a bad page size.
     """
     try:
-        text = _core.summarize_request_log(os.fspath(path), page_size_bytes)
+        summary = _core.summarize_request_log(os.fspath(path), page_size_bytes)
     except OverflowError as err:  # negative or above 2**64: the native side takes a u64
         raise ValueError(
             f"page_size_bytes must be a positive multiple of 512, got {page_size_bytes}"
         ) from err
-    return json.loads(text)
+    return summary
 
 
 def write_report(summary: dict[str, Any], output_format: str, output: str | None) -> None:

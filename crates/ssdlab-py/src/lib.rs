@@ -6,6 +6,7 @@ mod errors;
 mod memory;
 mod request_log;
 mod server;
+mod value;
 
 use errors::{config_error, device_error, device_message, hint_error, value_error, workload_error};
 use pyo3::prelude::*;
@@ -186,9 +187,12 @@ impl PyDevice {
     fn config_hash(&self, py: Python<'_>) -> String {
         self.with(py, |d| d.config_hash().to_string())
     }
+    /// The canonical resolved configuration (defaults filled in).
     #[getter]
-    fn config_json(&self, py: Python<'_>) -> String {
-        self.with(py, |d| d.config().canonical_json())
+    fn config(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let json = self.with(py, |d| serde_json::to_value(d.config()));
+        let json = json.map_err(|e| value_error(format!("configuration: {e}")))?;
+        value::to_py(py, &json)
     }
     #[getter]
     fn seed(&self, py: Python<'_>) -> u64 {
@@ -414,22 +418,23 @@ impl PyDevice {
         Ok((progress.done, progress.completed, progress.total))
     }
 
-    /// End the run; JSON text of its job object in fio's layout.
-    fn finish_job(&self, py: Python<'_>) -> PyResult<String> {
+    /// End the run; its job object in fio's layout, as a dict.
+    fn finish_job(&self, py: Python<'_>) -> PyResult<PyObject> {
         let job = self.with(py, |d| d.finish_run()).map_err(device_error)?;
-        Ok(job.to_string())
+        value::to_py(py, &job)
     }
 
-    /// JSON text of the cumulative `ssd` object.
-    fn ssd_stats(&self, py: Python<'_>) -> String {
-        self.with(py, |d| d.ssd_json().to_string())
+    /// The cumulative `ssd` object, as a dict.
+    fn ssd_stats(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let stats = self.with(py, |d| d.ssd_json());
+        value::to_py(py, &stats)
     }
 
-    /// JSON text of the per-interval time series.
-    fn time_series(&self, py: Python<'_>) -> String {
-        self.with(py, |d| {
-            serde_json::to_string(d.time_series_rows()).unwrap_or_else(|_| "[]".into())
-        })
+    /// The per-interval time series, as a list of dicts.
+    fn time_series(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let rows = self.with(py, |d| serde_json::to_value(d.time_series_rows()));
+        let rows = rows.map_err(|e| value_error(format!("time series: {e}")))?;
+        value::to_py(py, &rows)
     }
 
     /// The per-request log held by the device as CSV with its header (empty unless
@@ -480,6 +485,27 @@ fn preset_toml(name: &str) -> PyResult<String> {
         .map_err(config_error)
 }
 
+/// Parse and validate a configuration with overrides, as a device would, without building one:
+/// `{"hash": ..., "config": {...}}` with the canonical form after defaults. Errors are the
+/// `ConfigError`s a device would raise (the key, and the valid keys for an unknown one). The
+/// memory check is left out: a sweep may validate here what a larger machine will run.
+#[pyfunction]
+fn check_config<'py>(
+    py: Python<'py>,
+    toml_text: &str,
+    source_name: &str,
+    overrides: Vec<(String, String)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let config =
+        ssdlab_core::Config::from_toml(toml_text, source_name, &overrides).map_err(config_error)?;
+    let json = serde_json::to_value(&config)
+        .map_err(|e| value_error(format!("{source_name}: configuration: {e}")))?;
+    let out = PyDict::new(py);
+    out.set_item("hash", config.hash_hex())?;
+    out.set_item("config", value::to_py(py, &json)?)?;
+    Ok(out)
+}
+
 /// Names of the jobs of a fio job file, in order.
 #[pyfunction]
 fn job_names(path: &str) -> PyResult<Vec<String>> {
@@ -500,6 +526,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(job_names, m)?)?;
+    m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(hint_fields, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_hint, m)?)?;
     m.add_function(wrap_pyfunction!(parse_hint_text, m)?)?;

@@ -1,7 +1,7 @@
 //! `summarize_request_log`: the summary of a per-request log (`ssdlab stats`) for Python.
 //!
 //! Glue only: the file is streamed and summarised by `ssdlab_workload::request_log` with the
-//! GIL released, and the summary crosses once, as JSON text.
+//! GIL released, and the summary crosses once, as a dict.
 
 use std::path::PathBuf;
 
@@ -12,7 +12,7 @@ use ssdlab_workload::request_log::{
 
 use crate::errors::{value_error, workload_error, SsdlabError};
 
-/// JSON text of the summary of the request-log CSV at `path`. `page_size_bytes` (a positive
+/// The summary of the request-log CSV at `path`. `page_size_bytes` (a positive
 /// multiple of 512, `ValueError` otherwise) only serves to count the host's pages written.
 /// A file that cannot be read or a row that does not parse raises `WorkloadError` naming the
 /// file and line.
@@ -22,12 +22,14 @@ pub fn summarize_request_log(
     py: Python<'_>,
     path: PathBuf,
     page_size_bytes: u64,
-) -> PyResult<String> {
+) -> PyResult<PyObject> {
     let opts = RequestLogOptions { page_size_bytes };
     // The option is the caller's mistake, not the file's: check it before reading.
     RequestLogSummarizer::new(&opts).map_err(value_error)?;
     let summary = py
         .allow_threads(|| summarize_request_log_file(&path, &opts))
         .map_err(workload_error)?;
-    serde_json::to_string(&summary).map_err(|e| SsdlabError::new_err(e.to_string()))
+    let summary =
+        serde_json::to_value(&summary).map_err(|e| SsdlabError::new_err(e.to_string()))?;
+    crate::value::to_py(py, &summary)
 }

@@ -23,7 +23,7 @@ use std::time::Duration;
 enum State {
     Bound(Box<Server>),
     Running(JoinHandle<Result<serde_json::Value, ServeError>>),
-    Stopped(String),
+    Stopped(serde_json::Value),
 }
 
 /// Once stopped, a server cannot serve again: its listening socket is closed.
@@ -281,8 +281,8 @@ impl PyServer {
         }
     }
 
-    /// Stop serving (held replies are delivered first) and return the summary as JSON text.
-    fn stop(&self, py: Python<'_>) -> PyResult<String> {
+    /// Stop serving (held replies are delivered first) and return the summary as a dict.
+    fn stop(&self, py: Python<'_>) -> PyResult<PyObject> {
         let never_started = matches!(
             &*self
                 .state
@@ -303,22 +303,24 @@ impl PyServer {
             Some(State::Running(handle)) => {
                 let result = py.allow_threads(|| handle.join());
                 let summary = match result {
-                    Ok(Ok(value)) => value.to_string(),
+                    Ok(Ok(value)) => value,
                     Ok(Err(e)) => {
-                        *state = Some(State::Stopped(String::new()));
+                        *state = Some(State::Stopped(serde_json::Value::Null));
                         return Err(serve_error(e));
                     }
                     Err(_) => {
-                        *state = Some(State::Stopped(String::new()));
+                        *state = Some(State::Stopped(serde_json::Value::Null));
                         return Err(SsdlabError::new_err("the server thread panicked"));
                     }
                 };
-                *state = Some(State::Stopped(summary.clone()));
-                Ok(summary)
+                let out = crate::value::to_py(py, &summary);
+                *state = Some(State::Stopped(summary));
+                out
             }
             Some(State::Stopped(summary)) => {
-                *state = Some(State::Stopped(summary.clone()));
-                Ok(summary)
+                let out = crate::value::to_py(py, &summary);
+                *state = Some(State::Stopped(summary));
+                out
             }
             _ => Err(SsdlabError::new_err("server state lost")),
         }

@@ -1,0 +1,289 @@
+"""``ssdlab report``: markdown tables and PNG plots of a sweep's results.
+
+The spec's ``[report]`` section chooses them: ``x`` (the axis on the horizontal axis),
+``metrics`` (result columns: ``waf``, ``write.iops``, ``read.p99_us``, ``gc.pages_moved``, ...)
+and optionally ``series`` (the axes whose values make the plot's lines, first in their labels;
+every other axis that varies, except the seed, is added to them: only seeds are averaged) and
+``title``. For each metric there is one table (a row per
+x value, a column per series, mean ± standard deviation over the seeds when there are several)
+and one plot (a line per series, error bars across seeds). Failed runs are left out and counted.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ssdlab import spec as spec_mod
+from ssdlab.errors import SsdlabError
+from ssdlab.store import META_FILE, load_results, read_meta
+
+#: The default metrics, when the spec's [report] names none.
+DEFAULT_METRICS = ("waf", "write.iops", "read.p99_us")
+
+#: Readable names of common metrics (others are shown as their column name).
+LABELS = {
+    "waf": "write amplification",
+    "write.iops": "write IOPS",
+    "read.iops": "read IOPS",
+    "read.p99_us": "read p99 latency (µs)",
+    "read.p999_us": "read p99.9 latency (µs)",
+    "write.p99_us": "write p99 latency (µs)",
+    "read.clat_mean_us": "read mean latency (µs)",
+    "write.clat_mean_us": "write mean latency (µs)",
+    "gc.pages_moved": "GC pages moved",
+    "erases.mean": "erases per block, mean",
+    "energy_j": "energy (J)",
+    "die_utilisation": "die utilisation",
+}
+
+REPORT_DIR = "report"
+
+
+class ReportError(SsdlabError):
+    """The report cannot be made: no results, or a [report] naming what the results lack."""
+
+
+@dataclass(frozen=True)
+class MetricTable:
+    metric: str
+    label: str
+    x: str
+    series: list[str]
+    #: (x value, {series label: (mean, std, n)}) in x order.
+    rows: list[tuple[Any, dict[str, tuple[float, float, int]]]]
+    plot: Path | None
+
+
+@dataclass(frozen=True)
+class Report:
+    title: str
+    markdown: str
+    path: Path
+    tables: list[MetricTable]
+    failed: int
+    runs: int
+
+
+def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = None) -> Report:
+    """Write ``report.md`` and one PNG per metric into ``out_dir/report`` and return them."""
+    out = Path(out_dir)
+    meta = read_meta(out)
+    axes = {axis["key"]: axis["values"] for axis in meta.get("axes", [])}
+    where = f"{out / META_FILE} ([report] of the spec)"
+    results = load_results(out)
+    if results.empty:
+        raise ReportError(f"{out}: no results yet (run the sweep first)")
+    ok = results[results["status"] == "ok"]
+    failed = len(results) - len(ok)
+    if ok.empty:
+        raise ReportError(f"{out}: every one of its {len(results)} runs failed; nothing to plot")
+    settings = meta.get("report") or {}
+    varying = [k for k, values in axes.items() if len(values) > 1 and k != spec_mod.SEED]
+    x = settings.get("x") or (varying[0] if varying else spec_mod.SEED)
+    series_keys = settings.get("series")
+    if isinstance(series_keys, str):
+        series_keys = [series_keys]
+    # Axes that vary are never averaged together: those the report does not name come after
+    # the named ones. Only the seeds are averaged.
+    series_keys = list(series_keys or [])
+    series_keys += [k for k in varying if k != x and k not in series_keys]
+    metrics = list(settings.get("metrics") or DEFAULT_METRICS)
+    for key in [x, *series_keys]:
+        if key not in axes:
+            raise ReportError(
+                f"{where}: names {key!r}, which is not an axis (axes: {', '.join(axes)})"
+            )
+    for metric in metrics:
+        if metric not in ok:
+            raise ReportError(
+                f"{where}: metric {metric!r} is not a result column; columns "
+                f"include: {', '.join(c for c in ok.columns if '.' in c or c == 'waf')[:600]}"
+            )
+    target = Path(report_dir) if report_dir else out / REPORT_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    title = settings.get("title") or meta.get("description") or f"sweep {meta.get('name')}"
+    tables = [_metric_table(ok, metric, x, series_keys, target, title) for metric in metrics]
+    seeds = ok[spec_mod.SEED].nunique()
+    lines = [f"# {title}", ""]
+    lines.append(
+        f"Sweep `{meta.get('name')}`"
+        + (f" at scale `{meta['scale']}`" if meta.get("scale") else "")
+        + f": {len(ok)} runs"
+        + (f" ({failed} failed, left out)" if failed else "")
+        + f", {seeds} seed{'s' if seeds != 1 else ''} per point"
+        + (" (mean ± standard deviation across seeds)" if seeds > 1 else "")
+        + f", ssdlab {ok['version'].iloc[0]}."
+    )
+    lines.append("")
+    for table in tables:
+        lines += _markdown(table)
+    markdown = "\n".join(lines)
+    path = target / "report.md"
+    path.write_text(markdown, encoding="utf-8")
+    return Report(
+        title=title, markdown=markdown, path=path, tables=tables, failed=failed, runs=len(results)
+    )
+
+
+def _series_label(keys: list[str], values: tuple[Any, ...]) -> str:
+    if not keys:
+        return "all"
+    return ", ".join(f"{k}={_fmt_value(v)}" for k, v in zip(keys, values, strict=True))
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, (bool,)) or type(value).__name__ == "bool_":
+        return "on" if value else "off"
+    return str(value)
+
+
+def _metric_table(
+    ok: pd.DataFrame, metric: str, x: str, series_keys: list[str], target: Path, title: str
+) -> MetricTable:
+    groups = ok.groupby([x, *series_keys], sort=True, dropna=False)[metric]
+    stats = groups.agg(["mean", "std", "count"]).reset_index()
+    labels: list[str] = []
+    rows: dict[Any, dict[str, tuple[float, float, int]]] = {}
+    for record in stats.itertuples(index=False):
+        values = tuple(record)
+        label = _series_label(series_keys, values[1 : 1 + len(series_keys)])
+        if label not in labels:
+            labels.append(label)
+        mean, std, count = values[-3:]
+        rows.setdefault(values[0], {})[label] = (
+            float(mean),
+            float(std) if count > 1 and not math.isnan(std) else 0.0,
+            int(count),
+        )
+    ordered = sorted(rows.items(), key=lambda item: _sort_key(item[0]))
+    plot = _plot(metric, x, labels, ordered, target, title)
+    return MetricTable(
+        metric=metric,
+        label=LABELS.get(metric, metric),
+        x=x,
+        series=labels,
+        rows=ordered,
+        plot=plot,
+    )
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    return (0, value) if isinstance(value, (int, float)) else (1, str(value))
+
+
+def _plot(
+    metric: str,
+    x: str,
+    labels: list[str],
+    rows: list[tuple[Any, dict[str, tuple[float, float, int]]]],
+    target: Path,
+    title: str,
+) -> Path:
+    # The object-oriented API without pyplot: no global figure state, no GUI backend.
+    from matplotlib.figure import Figure
+
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v, _ in rows)
+    positions = [v for v, _ in rows] if numeric else list(range(len(rows)))
+    figure = Figure(figsize=(6.4, 4.0), layout="constrained")
+    axes = figure.subplots()
+    for label in labels:
+        xs, ys, errs = [], [], []
+        for position, (_, cells) in zip(positions, rows, strict=True):
+            if label in cells:
+                mean, std, _ = cells[label]
+                xs.append(position)
+                ys.append(mean)
+                errs.append(std)
+        axes.errorbar(xs, ys, yerr=errs if any(errs) else None, marker="o", capsize=3, label=label)
+    if not numeric:
+        axes.set_xticks(positions, [_fmt_value(v) for v, _ in rows])
+    axes.set_xlabel(x)
+    axes.set_ylabel(LABELS.get(metric, metric))
+    axes.set_title(title, fontsize="medium")
+    axes.grid(True, alpha=0.3)
+    if len(labels) > 1:
+        axes.legend()
+    path = target / f"{metric.replace('/', '_')}.png"
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def _cell(cell: tuple[float, float, int] | None) -> str:
+    if cell is None:
+        return ""
+    mean, std, count = cell
+    text = _number(mean)
+    if count > 1:
+        text += f" ± {_number(std, like=mean)}"
+    return text
+
+
+def _number(value: float, like: float | None = None) -> str:
+    """A table figure: digits by magnitude (of ``like`` when given, so that a deviation shows
+    as many decimals as its mean)."""
+    reference = value if like is None else like
+    if not math.isfinite(value) or (value == 0 and like is None):
+        return f"{value:g}"
+    magnitude = abs(reference)
+    if magnitude >= 1000:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3f}"
+
+
+def _markdown(table: MetricTable) -> list[str]:
+    header = [table.x, *table.series]
+    change = len(table.series) == 2
+    if change:
+        header.append("change")
+    lines = [f"## {table.label}", ""]
+    if table.plot is not None:
+        lines += [f"![{table.label}]({table.plot.name})", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---", *["---:"] * (len(header) - 1)]) + "|")
+    for x_value, cells in table.rows:
+        row = [_fmt_value(x_value), *(_cell(cells.get(s)) for s in table.series)]
+        if change:
+            first, second = (cells.get(s) for s in table.series)
+            row.append(_change(first, second))
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    return lines
+
+
+def _change(first: tuple[float, float, int] | None, second: tuple[float, float, int] | None) -> str:
+    if first is None or second is None or first[0] == 0:
+        return ""
+    return f"{100 * (second[0] - first[0]) / abs(first[0]):+.1f}%"
+
+
+def headline(report: Report) -> str:
+    """Every metric of a report side by side in one markdown table (what ``reproduce``
+    prints): a row per x value; per metric, a column per series and, with two series, the
+    change from the first to the second."""
+    if not report.tables:
+        return ""
+    first = report.tables[0]
+    header = [first.x]
+    for table in report.tables:
+        header += [f"{table.label}: {s}" for s in table.series]
+        if len(table.series) == 2:
+            header.append("change")
+    lines = ["| " + " | ".join(header) + " |"]
+    lines.append("|" + "|".join(["---", *["---:"] * (len(header) - 1)]) + "|")
+    for index, (x_value, _) in enumerate(first.rows):
+        row = [_fmt_value(x_value)]
+        for table in report.tables:
+            cells = table.rows[index][1]
+            row += [_cell(cells.get(s)) for s in table.series]
+            if len(table.series) == 2:
+                row.append(_change(*(cells.get(s) for s in table.series)))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,96 @@
+"""What a sweep worker does with one run: build the device, precondition it, run the workload.
+
+:func:`execute` is the function Dask ships to workers. It takes and returns plain data (the task
+of :meth:`ssdlab.spec.Run.task`; a dict with the run's fio-layout report or its error), imports
+only the simulator's front end -- not pandas, pyarrow or Dask -- so that a worker starts quickly,
+and never raises for a failing run: the error is part of the result, so that one bad point is
+recorded in the store and does not stop the sweep.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import time
+import traceback
+from typing import Any
+
+from ssdlab.device import Device, RunResult
+
+
+def execute(task: dict[str, Any]) -> dict[str, Any]:
+    """Simulate one run; returns ``{"key", "ok", "report" | "error", "wall_s", "worker"}``."""
+    started = time.perf_counter()
+    out: dict[str, Any] = {"key": task["key"], "worker": f"{socket.gethostname()}:{os.getpid()}"}
+    try:
+        result = _simulate(task)
+    except Exception as err:  # a failing run is data: its error goes to the store
+        out.update(
+            ok=False,
+            error=f"{type(err).__name__}: {err}",
+            traceback=traceback.format_exc(limit=8),
+        )
+    else:
+        out.update(ok=True, report=result.to_dict())
+    out["wall_s"] = time.perf_counter() - started
+    return out
+
+
+def _simulate(task: dict[str, Any]) -> RunResult:
+    device = Device.from_toml(
+        task["config_text"],
+        task["config_source"],
+        seed=task["seed"],
+        overrides=task["overrides"],
+    )
+    if task["precondition_passes"] is not None:
+        device.precondition(task["precondition_passes"])
+    workload = task["workload"]
+    kind = workload["kind"]
+    if kind == "job":
+        # The job file's text travels with the task; the core reads it from a file.
+        with tempfile.TemporaryDirectory(prefix="ssdlab-job-") as tmp:
+            path = os.path.join(tmp, os.path.basename(workload["path"]))
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(workload["text"])
+            return device.run_job(path, progress=False)
+    if kind == "trace":
+        return device.run_trace(
+            workload["path"],
+            workload["format"],
+            time_scale=workload["time_scale"],
+            queue_depth=workload["queue_depth"],
+            closed_loop=workload["closed_loop"],
+            progress=False,
+        )
+    if kind == "hotcold":
+        return _hotcold(device, workload, seed=task["seed"], hints=task["hints"])
+    raise ValueError(f"unknown workload kind {kind!r}")
+
+
+def _hotcold(device: Device, params: dict[str, Any], *, seed: int, hints: bool) -> RunResult:
+    """The demo's hot/cold workload; with hints, each write carries its FDP placement id."""
+    from ssdlab.demo import hot_cold_workload
+
+    request_bytes = int(params["request_bytes"])
+    pages = device.logical_bytes // request_bytes
+    n_requests = int(params["write_passes"] * pages / params["write_fraction"])
+    workload = hot_cold_workload(
+        device.logical_bytes,
+        n_requests,
+        seed,
+        request_bytes=request_bytes,
+        write_fraction=params["write_fraction"],
+        hot_space_fraction=params["hot_space_fraction"],
+        hot_access_fraction=params["hot_access_fraction"],
+    )
+    return device.run_arrays(
+        workload.ops,
+        workload.offsets,
+        workload.lengths,
+        placement=workload.placement if hints else None,
+        queue_depth=int(params["queue_depth"]),
+        name="hotcold" + (" (hinted)" if hints else ""),
+        progress=False,
+    )
