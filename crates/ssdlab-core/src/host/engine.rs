@@ -107,6 +107,63 @@ enum Event {
     IdleGc { die: u32 },
 }
 
+/// Pending events in (time, sequence) order. The heap holds packed keys
+/// `time << 64 | seq << 32 | slot` and the events sit in a slot table, so reordering the heap
+/// moves 16 bytes per entry and compares one integer. Sequence numbers have 32 bits: before
+/// they run out, the pending events are renumbered in their order.
+#[derive(Default)]
+struct EventQueue {
+    heap: BinaryHeap<Reverse<u128>>,
+    slots: Vec<Event>,
+    free: Vec<u32>,
+    seq: u64,
+}
+
+impl EventQueue {
+    const SEQ_LIMIT: u64 = 1 << 32;
+
+    fn push(&mut self, time_ns: u64, event: Event) {
+        if self.seq == Self::SEQ_LIMIT {
+            self.renumber();
+        }
+        let slot = slab_insert(&mut self.slots, &mut self.free, event);
+        self.heap.push(Reverse(
+            (time_ns as u128) << 64 | (self.seq as u128) << 32 | slot as u128,
+        ));
+        self.seq += 1;
+    }
+
+    fn peek(&self) -> Option<(u64, Event)> {
+        self.heap
+            .peek()
+            .map(|&Reverse(key)| ((key >> 64) as u64, self.slots[key as u32 as usize]))
+    }
+
+    fn pop(&mut self) -> Option<(u64, Event)> {
+        let Reverse(key) = self.heap.pop()?;
+        let slot = key as u32;
+        self.free.push(slot);
+        Some(((key >> 64) as u64, self.slots[slot as usize]))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    /// Give the pending events sequence numbers 0, 1, ... in their present order.
+    fn renumber(&mut self) {
+        let mut keys: Vec<u128> = self.heap.drain().map(|Reverse(key)| key).collect();
+        keys.sort_unstable();
+        let low = (1u128 << 32) - 1;
+        self.heap = keys
+            .iter()
+            .enumerate()
+            .map(|(seq, &key)| Reverse(key >> 64 << 64 | (seq as u128) << 32 | key & low))
+            .collect();
+        self.seq = keys.len() as u64;
+    }
+}
+
 /// One finished request of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct EngineCompletion {
@@ -119,8 +176,7 @@ pub(crate) struct EngineCompletion {
 
 pub(crate) struct Engine {
     now_ns: u64,
-    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
-    event_seq: u64,
+    events: EventQueue,
     txns: Vec<Txn>,
     free_txns: Vec<u32>,
     batches: Vec<Batch>,
@@ -174,27 +230,21 @@ impl Engine {
         let dies = dev.derived.dies as usize;
         let g = &dev.config.geometry;
         let mut die_state = vec![Die::default(); dies];
-        let mut events = BinaryHeap::new();
-        let mut event_seq = 0;
+        let mut events = EventQueue::default();
         // Work reserved before the run (direct submissions) keeps its dies busy.
         for (d, die) in die_state.iter_mut().enumerate() {
             die.free_at_ns = dev.timeline.die_free_ns(d as u32);
             if die.free_at_ns > dev.now_ns {
-                events.push(Reverse((
-                    die.free_at_ns,
-                    event_seq,
-                    Event::DieFree {
-                        die: d as u32,
-                        generation: 0,
-                    },
-                )));
-                event_seq += 1;
+                let event = Event::DieFree {
+                    die: d as u32,
+                    generation: 0,
+                };
+                events.push(die.free_at_ns, event);
             }
         }
         Engine {
             now_ns: dev.now_ns,
             events,
-            event_seq,
             txns: Vec::with_capacity(1024),
             free_txns: Vec::new(),
             batches: Vec::new(),
@@ -233,8 +283,7 @@ impl Engine {
     }
 
     fn schedule(&mut self, time_ns: u64, event: Event) {
-        self.events.push(Reverse((time_ns, self.event_seq, event)));
-        self.event_seq += 1;
+        self.events.push(time_ns, event);
     }
 
     fn new_txn(&mut self, txn: Txn) -> u32 {
@@ -1289,7 +1338,7 @@ impl Device {
     ) -> Result<Option<EngineCompletion>, DeviceError> {
         loop {
             let e = self.engine.as_ref().expect("engine");
-            let next_event = e.events.peek().map(|Reverse((t, _, _))| *t);
+            let next_event = e.events.peek().map(|(t, _)| t);
             let next_done = e.done.peek().map(|Reverse(key)| (key >> 64) as u64);
             match (next_done, next_event) {
                 (Some(done), ev) if ev.is_none_or(|ev| done <= ev) => {
@@ -1338,7 +1387,7 @@ impl Device {
 
     fn process_event(&mut self) -> Result<(), DeviceError> {
         let e = self.engine();
-        let Some(Reverse((time, _, event))) = e.events.pop() else {
+        let Some((time, event)) = e.events.pop() else {
             return Ok(());
         };
         e.now_ns = e.now_ns.max(time);
@@ -1360,7 +1409,7 @@ impl Device {
         while self.engine.as_ref().is_some_and(|e| !e.events.is_empty()) {
             // Background GC on an idle device would continue: only finish what is queued.
             let e = self.engine();
-            if let Some(Reverse((_, _, Event::IdleGc { .. }))) = e.events.peek() {
+            if let Some((_, Event::IdleGc { .. })) = e.events.peek() {
                 e.events.pop();
                 continue;
             }
@@ -1374,5 +1423,40 @@ impl Device {
             e.hand_back(&mut self.timeline);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_leave_in_time_then_arrival_order_across_a_renumbering() {
+        let mut q = EventQueue::default();
+        let die = |die| Event::IdleGc { die };
+        q.push(50, die(0));
+        q.push(10, die(1));
+        // Sequence numbers about to run out: the next push renumbers the pending events.
+        q.seq = EventQueue::SEQ_LIMIT;
+        q.push(50, die(2));
+        assert_eq!(q.seq, 3, "two pending events renumbered, then one more");
+        q.push(10, die(3));
+        q.push(50, die(4));
+        assert_eq!(q.peek(), Some((10, die(1))));
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            order,
+            [
+                (10, die(1)),
+                (10, die(3)),
+                (50, die(0)),
+                (50, die(2)),
+                (50, die(4))
+            ]
+        );
+        assert!(q.is_empty());
+        // Slots are reused once their events are gone.
+        q.push(7, die(5));
+        assert_eq!(q.slots.len(), 5);
     }
 }

@@ -620,7 +620,8 @@ mod tests {
         };
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut values = vec![0, 1, 2, 127, 128, 255, 256, 257, 511, 512, 1_000_000];
-        values.extend([9_999_999_999_999, 10_000_000_000_000, 1 << 50, u64::MAX]);
+        // Past the histogram's range too (there values are clamped to its highest).
+        values.extend([9_999_999_999_999, 10_000_000_000_000, 1 << 50, 1 << 60]);
         for i in 0..20_000u32 {
             x ^= x << 13;
             x ^= x >> 7;
