@@ -158,8 +158,14 @@ mod tests {
         ]);
         assert_eq!(Fcfs.pick(&h, &ctx(10)), Some(5), "the erase came first");
         assert_eq!(Priority::new(1_000_000).pick(&h, &ctx(10)), Some(0));
-        // Out of order: reads first in arrival order (the GC read came first).
-        assert_eq!(OutOfOrder.pick(&h, &ctx(10)), Some(3));
+        // Out of order: host reads first, though the GC read came first.
+        assert_eq!(OutOfOrder.pick(&h, &ctx(10)), Some(0));
+        let no_host_read = heads(&[c(Program, TxnClass::HostWrite, 0), c(Read, TxnClass::Gc, 2)]);
+        assert_eq!(
+            OutOfOrder.pick(&no_host_read, &ctx(10)),
+            Some(queue_of(Read, TxnClass::Gc)),
+            "then the other reads, before programs"
+        );
         // During a suspension only host reads run, under every policy.
         let suspended = DieContext {
             reads_only: true,
