@@ -329,11 +329,12 @@ def _free_port() -> int:
 
 @functools.cache
 def _ssdlab_geometry(config: str, sets: tuple[str, ...]) -> tuple[int, int]:
-    """(logical bytes, page size) of the device ``ssdlab serve CONFIG --set ...`` exports."""
+    """(logical bytes, mapping unit) of the device ``ssdlab serve CONFIG --set ...`` exports:
+    the server advertises the FTL's mapping unit as its preferred block size."""
     import ssdlab
 
     device = ssdlab.Device(config, overrides=list(sets))
-    return device.logical_bytes, device.page_size
+    return device.logical_bytes, device.stats()["mapping_unit_bytes"]
 
 
 def start_server(options: ServerOptions) -> NbdServer:
@@ -392,7 +393,7 @@ def start_server(options: ServerOptions) -> NbdServer:
         command += list(options.extra_args)
         # No --quiet: the "listening on" line is part of what the tests check.
         command += ["--output", str(summary_path), "--output-format", "json"]
-        size, page_size = _ssdlab_geometry(config, sets)
+        size, unit_bytes = _ssdlab_geometry(config, sets)
         server = NbdServer(
             kind="ssdlab",
             options=options,
@@ -402,7 +403,7 @@ def start_server(options: ServerOptions) -> NbdServer:
             port=port,
             export_names=("", "ssdlab"),
             export_size=size,
-            block_sizes=(512, page_size, NBD_MAX_REQUEST_BYTES),
+            block_sizes=(512, unit_bytes, NBD_MAX_REQUEST_BYTES),
             summary_path=summary_path,
             stderr_path=stderr_path,
         )

@@ -43,7 +43,8 @@ DIRECTION_KEYS = {
 LAT_KEYS = {"min", "max", "mean", "stddev", "N"}
 SSD_KEYS = {
     "waf",
-    "host_pages_written",
+    "host_bytes_written",
+    "media_bytes_written",
     "flash_pages_programmed",
     "gc",
     "erases",
@@ -130,7 +131,7 @@ def test_run_json_has_fio_layout_and_ssd_section(capsys, randrw_job):
         for lat in ("slat_ns", "clat_ns", "lat_ns"):
             assert set(job[direction][lat]) >= LAT_KEYS
     assert set(report["ssd"]) >= SSD_KEYS
-    assert {"invocations", "pages_moved", "time_ns"} <= set(report["ssd"]["gc"])
+    assert {"invocations", "pages_programmed", "time_ns"} <= set(report["ssd"]["gc"])
     assert {"min", "mean", "max", "stddev"} <= set(report["ssd"]["erases"])
     assert report["ssd"]["config_hash"] == report["config_hash"]
 
@@ -235,7 +236,7 @@ def test_normal_output_is_a_readable_summary(capsys, randrw_job):
 
 def test_precondition_then_run(capsys, randrw_job):
     report = run_json(capsys, randrw_job, "--precondition")
-    assert report["ssd"]["host_pages_written"] == report["jobs"][0]["write"]["total_ios"]
+    assert report["ssd"]["host_bytes_written"] == report["jobs"][0]["write"]["io_bytes"]
 
 
 def test_trace_run_closed_loop(capsys, msr_trace):
@@ -363,7 +364,7 @@ def test_request_log_and_time_series_files(capsys, randrw_job, tmp_path):
     assert lines[0].split(",") == [
         "request", "op", "logical_sector", "size_bytes", "duration_ns", "flash_reads",
         "flash_writes", "oob_reads", "oob_writes", "erases", "physical_sector",
-        "flash_duration_ns",
+        "flash_duration_ns", "queue_ns", "service_ns",
     ]  # fmt: skip
     rows = [line.split(",") for line in lines[1:]]
     assert len(rows) == total
@@ -372,10 +373,18 @@ def test_request_log_and_time_series_files(capsys, randrw_job, tmp_path):
     assert writes
     assert all(int(r[3]) == 4096 and int(r[6]) >= 1 for r in writes)
     assert all(int(r[4]) > 0 for r in rows)
+    # Queueing and service time split each duration.
+    assert all(int(r[12]) + int(r[13]) == int(r[4]) for r in rows)
     # Flash programs in the log add up to what the device counted.
     assert sum(int(r[6]) for r in rows) == report["ssd"]["flash"]["programs"]
     series = json.loads(series_path.read_text())
     assert sum(row["reads"] + row["writes"] for row in series) == total
-    assert sum(row["host_pages_written"] for row in series) == report["ssd"]["host_pages_written"]
+    assert sum(row["host_bytes_written"] for row in series) == report["ssd"]["host_bytes_written"]
+    # One write amplification: each interval's is its media bytes over its host bytes.
+    for row in series:
+        if row["host_bytes_written"]:
+            media = row["flash_pages_programmed"] * report["ssd"]["media_bytes_written"]
+            media //= report["ssd"]["flash_pages_programmed"]
+            assert row["waf"] == pytest.approx(media / row["host_bytes_written"])
     starts = [row["start_ns"] for row in series]
     assert starts == sorted(starts)

@@ -43,7 +43,7 @@ def test_hot_cold_placement_lowers_waf(small_demo):
     assert base.config_hash == hinted.config_hash, "the same device; only the hints differ"
     assert base.ssd["waf"] > 1.0, "the run is long enough for GC to work"
     assert hinted.ssd["waf"] < base.ssd["waf"]
-    assert hinted.ssd["gc"]["pages_moved"] < base.ssd["gc"]["pages_moved"]
+    assert hinted.ssd["gc"]["units_moved"] < base.ssd["gc"]["units_moved"]
     # The device is saturated either way, so less copying is more host work.
     assert base.ssd["die_utilisation"] > 0.9
     assert hinted.ssd["die_utilisation"] > 0.9
@@ -63,7 +63,7 @@ def test_demo_command_prints_the_comparison(capsys):
         "no hints",
         "hot/cold placement",
         "write amplification",
-        "GC pages moved",
+        "GC mapping units moved",
         "die utilisation",
         "energy (J)",
         "p99.9",

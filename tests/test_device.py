@@ -254,26 +254,30 @@ def test_the_report_spells_choices_as_the_config_does(make_device, policy):
     assert make_device(extra=[f"ftl.gc_policy={stats['gc']['policy']}"]).config == config
 
 
-def test_waf_counts_host_and_flash_pages(make_device):
+def test_waf_is_media_bytes_over_host_bytes(make_device):
     dev = make_device()
     for page in range(100):
         dev.write(page * KIB4, KIB4)
     dev.flush()
     ssd = dev.stats()
-    assert ssd["host_pages_written"] == 100
+    assert ssd["host_bytes_written"] == 100 * KIB4
     assert ssd["flash_pages_programmed"] >= 100
-    assert ssd["waf"] == pytest.approx(ssd["flash_pages_programmed"] / ssd["host_pages_written"])
+    assert ssd["media_bytes_written"] == ssd["flash_pages_programmed"] * dev.page_size
+    assert ssd["waf"] == pytest.approx(ssd["media_bytes_written"] / ssd["host_bytes_written"])
+    # The same number per placement handle and in total.
+    assert ssd["placement"]["total"]["waf"] == pytest.approx(ssd["waf"])
+    assert ssd["placement"]["handles"][0]["waf"] == pytest.approx(ssd["waf"])
     assert ssd["seed"] == dev.seed
 
 
 def test_precondition_fills_then_resets_the_statistics(make_device):
     dev = make_device()
     report = dev.precondition(1.0)
-    pages = dev.logical_bytes // dev.page_size
-    assert report["pages_written"] >= pages
+    units = dev.logical_bytes // dev.stats()["mapping_unit_bytes"]
+    assert report["units_written"] >= units
     assert report["waf_last_window"] >= 1.0
     ssd = dev.stats()
-    assert ssd["host_pages_written"] == 0
+    assert ssd["host_bytes_written"] == 0
     assert ssd["gc"]["invocations"] == 0
 
 
@@ -300,7 +304,7 @@ def test_run_arrays_counts_every_request(make_device):
         count = int((ops == code).sum())
         assert job[direction]["total_ios"] == count
         assert job[direction]["io_bytes"] == count * KIB4
-    assert result.ssd["host_pages_written"] == int((ops == 1).sum())
+    assert result.ssd["host_bytes_written"] == int((ops == 1).sum()) * KIB4
 
 
 def test_run_arrays_checks_its_columns(make_device):

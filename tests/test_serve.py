@@ -104,7 +104,7 @@ def test_server_round_trips_data_and_reports_what_it_served(short_dir: Path) -> 
     assert emulator["clock"] == "virtual"
     assert emulator["error_replies"] == 2
     assert emulator["flushes"] == 1
-    assert summary["ssd"]["host_pages_written"] == 16
+    assert summary["ssd"]["host_bytes_written"] == len(data)
     rows = log.read_text().splitlines()
     assert rows[0].startswith("request,op,logical_sector,size_bytes,duration_ns")
     assert [r.split(",")[1] for r in rows[1:]] == ["write", "read", "read", "flush"]

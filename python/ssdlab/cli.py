@@ -470,11 +470,13 @@ def _format_ssd(lines: list[str], ssd: dict[str, Any]) -> None:
     erases = ssd.get("erases", {})
     lines.append("SSD:")
     lines.append(
-        f"  WAF={ssd.get('waf', 0):.3f} (host pages written={ssd.get('host_pages_written', 0)}, "
+        f"  WAF={ssd.get('waf', 0):.3f} (media bytes programmed / host bytes written: "
+        f"{ssd.get('media_bytes_written', 0):,} / {ssd.get('host_bytes_written', 0):,}; "
         f"flash pages programmed={ssd.get('flash_pages_programmed', 0)})"
     )
     lines.append(
-        f"  GC: invocations={gc.get('invocations', 0)}, pages moved={gc.get('pages_moved', 0)}, "
+        f"  GC: invocations={gc.get('invocations', 0)}, "
+        f"pages programmed={gc.get('pages_programmed', 0)}, "
         f"time={gc.get('time_ns', 0) / 1e6:.3f}ms"
     )
     lines.append(

@@ -192,7 +192,7 @@ def _rows(run: RunResult) -> list[tuple[str, float | None, str, bool]]:
         ("die utilisation", ssd.get("die_utilisation"), ".3f", True),
         ("write amplification", ssd.get("waf"), ".3f", False),
         ("GC invocations", gc.get("invocations"), ",.0f", False),
-        ("GC pages moved", gc.get("pages_moved"), ",.0f", False),
+        ("GC mapping units moved", gc.get("units_moved"), ",.0f", False),
         ("erases per block, mean", erases.get("mean"), ",.2f", False),
         ("erases per block, max", erases.get("max"), ",.0f", False),
         ("energy (J)", ssd.get("energy_j"), ",.3f", False),
@@ -218,13 +218,13 @@ def interpretation(result: DemoResult) -> str:
     b = result.hinted.ssd.get("waf")
     if a is None or b is None:
         return "The device reported no write amplification."
-    moved_a = result.baseline.ssd.get("gc", {}).get("pages_moved", 0)
-    moved_b = result.hinted.ssd.get("gc", {}).get("pages_moved", 0)
+    moved_a = result.baseline.ssd.get("gc", {}).get("units_moved", 0)
+    moved_b = result.hinted.ssd.get("gc", {}).get("units_moved", 0)
     if b < a:
         sentence = (
             f"Keeping hot and cold data in separate erase blocks cut write amplification from "
             f"{a:.2f} to {b:.2f} ({100 * (b - a) / a:+.0f}%): GC found blocks whose pages were "
-            f"mostly invalid and copied {moved_a - moved_b:,} fewer pages"
+            f"mostly invalid and copied {moved_a - moved_b:,} fewer mapping units"
         )
         erases_a = result.baseline.ssd.get("erases", {}).get("mean")
         erases_b = result.hinted.ssd.get("erases", {}).get("mean")

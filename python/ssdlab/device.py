@@ -309,7 +309,8 @@ class Device:
     def precondition(self, random_overwrite_passes: float = 2.0) -> dict[str, Any]:
         """Fill the device sequentially, overwrite it randomly, then reset the statistics.
 
-        Returns ``{"pages_written": int, "waf_last_window": float}``.
+        Returns ``{"units_written": int, "waf_last_window": float}``: mapping units written
+        and the write amplification of the last window.
         """
         if not _is_number(random_overwrite_passes) or not (0 <= random_overwrite_passes < math.inf):
             raise ValueError(

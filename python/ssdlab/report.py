@@ -1,7 +1,7 @@
 """``ssdlab report``: markdown tables and PNG plots of a sweep's results.
 
 The spec's ``[report]`` section chooses them: ``x`` (the axis on the horizontal axis),
-``metrics`` (result columns: ``waf``, ``write.iops``, ``read.p99_us``, ``gc.pages_moved``, ...)
+``metrics`` (result columns: ``waf``, ``write.iops``, ``read.p99_us``, ``gc.units_moved``, ...)
 and optionally ``series`` (the axes whose values make the plot's lines, first in their labels;
 every other axis that varies, except the seed, is added to them: only seeds are averaged) and
 ``title``. For each metric there is one table (a row per
@@ -36,7 +36,7 @@ LABELS = {
     "write.p99_us": "write p99 latency (µs)",
     "read.clat_mean_us": "read mean latency (µs)",
     "write.clat_mean_us": "write mean latency (µs)",
-    "gc.pages_moved": "GC pages moved",
+    "gc.units_moved": "GC mapping units moved",
     "erases.mean": "erases per block, mean",
     "energy_j": "energy (J)",
     "die_utilisation": "die utilisation",

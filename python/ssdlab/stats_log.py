@@ -8,10 +8,10 @@ JSON and shown in µs in the table.
 
 What the figures mean (the Rust module ``ssdlab_workload::request_log`` has the details):
 
-- ``host_pages_written``: for each write, the ``page_size_bytes`` pages its byte range
-  overlaps (the log does not record the page size; 4096 unless ``--page-size`` says otherwise).
-- ``write_amplification``: flash writes of all rows (GC moves included, wherever triggered) over
-  ``host_pages_written``.
+- ``write_amplification``: media bytes programmed over host bytes written, as the simulator's
+  ``waf``: flash writes of all rows (GC moves included, wherever triggered) times
+  ``page_size_bytes``, over the bytes of the write rows (the log does not record the page size;
+  4096 unless ``--page-size`` says otherwise).
 - ``flash_time_share``: the summed flash-command time over the summed request durations; it
   can exceed 1 when a request's commands run on several dies at once.
 """
@@ -129,8 +129,8 @@ def _notes(summary: dict[str, Any]) -> list[str]:
     page_kib = summary["page_size_bytes"] / 1024
     notes = [
         f"write amplification: {'-' if waf is None else f'{waf:.3f}'} = "
-        f"{summary['total']['flash_writes']:,} flash writes / "
-        f"{summary['host_pages_written']:,} host pages ({page_kib:g} KiB) written",
+        f"{summary['total']['flash_writes']:,} flash writes of {page_kib:g} KiB pages / "
+        f"{summary['ops']['write']['bytes']:,} host bytes written",
         f"flash share of request time: {'-' if share is None else f'{share:.1%}'}",
     ]
     if share is not None and share > 1:

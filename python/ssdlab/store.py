@@ -82,7 +82,7 @@ def flatten(report: dict[str, Any]) -> dict[str, Any]:
     Per direction (``read``, ``write``, ``trim``) over all jobs: ``iops`` and ``bw_bytes``
     (summed), ``ios``, and the completion latency mean, max and percentiles in µs of the job
     with the most I/Os in that direction. The ``ssd`` section's scalars keep their dotted paths
-    (``waf``, ``gc.pages_moved``, ``erases.mean``, ``energy_j``, ``die_utilisation``, ...).
+    (``waf``, ``gc.units_moved``, ``erases.mean``, ``energy_j``, ``die_utilisation``, ...).
     """
     row: dict[str, Any] = {}
     jobs = report.get("jobs", [])

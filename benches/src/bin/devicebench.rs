@@ -91,7 +91,7 @@ fn main() {
     // The tlc preset as it is (64 dies, 16 KiB pages, 384 pages per block); the tiny version
     // keeps 2 of its 8 channels.
     let channels = if tiny { "2" } else { "8" };
-    let n = if tiny { 20_000 } else { 300_000 };
+    let n = if tiny { 80_000 } else { 1_200_000 };
     let base = [("geometry.channels", channels)];
 
     println!("## 1. Sustained 4 KiB random writes, tlc, 7 % OP, QD 32, GC steady state");

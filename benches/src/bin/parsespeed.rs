@@ -35,7 +35,7 @@ fn request_log_rows_per_second(rows: u64) -> f64 {
         let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20;
         let op = ["read", "write", "read", "write", "trim", "flush"][(i % 6) as usize];
         let erases = u32::from(x % 97 == 0);
-        let row = RequestLogRow {
+        let mut row = RequestLogRow {
             request: i + 1,
             op,
             logical_sector: (x % (1 << 27)) * 8,
@@ -52,7 +52,10 @@ fn request_log_rows_per_second(rows: u64) -> f64 {
                 (x % (1 << 30)) as i64 * 8
             },
             flash_duration_ns: 50_000 + x % 100_000,
+            queue_ns: 0,
+            service_ns: 0,
         };
+        row.set_duration(row.duration_ns, x % 10_000);
         text.push_str(&row.csv_line());
         text.push('\n');
     }

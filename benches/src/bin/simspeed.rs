@@ -48,8 +48,8 @@ fn main() {
         r.physical_pages
     );
     println!(
-        "precondition      {} page writes in {:.2} s",
-        r.precondition_pages, r.precondition_s
+        "precondition      {} mapping-unit writes in {:.2} s",
+        r.precondition_units, r.precondition_s
     );
     println!(
         "random writes     {:.3} M req/s  (WAF {:.2}; target >= 2 M/s)",

@@ -387,6 +387,18 @@ config_names! {
     FtlKind { PageMap => "page_map" }
     GcPolicyKind { Greedy => "greedy", CostBenefit => "cost_benefit", Fifo => "fifo" }
     WearLevelingKind { None => "none", Dynamic => "dynamic" }
+    GcDestinationKind { VictimPlane => "victim_plane", MostFree => "most_free" }
+}
+
+/// Where GC moves a victim's valid data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum GcDestinationKind {
+    /// The victim's own plane (copyback possible).
+    #[default]
+    VictimPlane,
+    /// The plane with the most free blocks, on any die (through the controller).
+    MostFree,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -406,6 +418,13 @@ pub struct FtlConfig {
     /// the free-block shortage).
     pub gc_step_pages: u32,
     pub wear_leveling: WearLevelingKind,
+    /// The plane a victim's valid data moves to.
+    pub gc_destination: GcDestinationKind,
+    /// Bytes the FTL maps as one unit (a power of two from 512 up to the page size); several
+    /// units fill one flash page through the write buffer. Unset: 4096, or the page size if
+    /// that is smaller.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mapping_unit_bytes: Option<u32>,
 }
 
 impl Default for FtlConfig {
@@ -419,6 +438,8 @@ impl Default for FtlConfig {
             gc_copyback: true,
             gc_step_pages: 32,
             wear_leveling: WearLevelingKind::Dynamic,
+            gc_destination: GcDestinationKind::VictimPlane,
+            mapping_unit_bytes: None,
         }
     }
 }
@@ -517,6 +538,10 @@ pub struct Derived {
     pub physical_pages: u64,
     pub logical_pages: u64,
     pub logical_bytes: u64,
+    /// What the FTL maps: `ftl.mapping_unit_bytes` resolved, and how many fill a page.
+    pub mapping_unit_bytes: u32,
+    pub units_per_page: u32,
+    pub logical_units: u64,
     pub bits_per_cell: u32,
     /// tR by page type.
     pub read_ns: Vec<u64>,
@@ -535,6 +560,10 @@ pub struct Derived {
     /// Memory the FTL's flat tables take whatever the workload (see [`MAPPING_BYTES_PER_BLOCK`]).
     pub mapping_bytes: u64,
 }
+
+/// The FTL's mapping unit when `ftl.mapping_unit_bytes` is unset (pages smaller than this map
+/// whole pages): 4 KiB, the host's usual block and what controllers map.
+pub const DEFAULT_MAPPING_UNIT_BYTES: u32 = 4096;
 
 /// Memory per erase block besides the per-page tables: the page-mapping FTL's per-block arrays
 /// (valid count, write pointer, state, close sequence, last write time, erase count, owner:
@@ -776,6 +805,35 @@ impl Config {
                 "expected at least 1 page per GC step, got 0".into(),
             ));
         }
+        let page_bytes = g.page_size_bytes;
+        let mapping_unit_bytes = self
+            .ftl
+            .mapping_unit_bytes
+            .unwrap_or(DEFAULT_MAPPING_UNIT_BYTES.min(page_bytes));
+        if mapping_unit_bytes < 512
+            || !mapping_unit_bytes.is_power_of_two()
+            || mapping_unit_bytes > page_bytes
+        {
+            return Err(invalid(
+                "ftl.mapping_unit_bytes",
+                format!(
+                    "expected a power of two from 512 to the page size ({page_bytes}) that \
+                     divides the page, got {mapping_unit_bytes}"
+                ),
+            ));
+        }
+        let units_per_page = page_bytes / mapping_unit_bytes;
+        // Physical mapping units are u32 numbers too, with u32::MAX meaning none.
+        if physical_pages * units_per_page as u64 >= u32::MAX as u64 {
+            return Err(invalid(
+                "ftl.mapping_unit_bytes",
+                format!(
+                    "{} physical mapping units of {mapping_unit_bytes} B exceed the simulator's \
+                     2^32-1 limit: use a larger unit (up to the page size, {page_bytes})",
+                    physical_pages * units_per_page as u64
+                ),
+            ));
+        }
         let c = &self.cell;
         if !c.suspend {
             for (key, set) in [
@@ -936,6 +994,9 @@ impl Config {
             physical_pages,
             logical_pages,
             logical_bytes: logical_pages * g.page_size_bytes as u64,
+            mapping_unit_bytes,
+            units_per_page,
+            logical_units: logical_pages * units_per_page as u64,
             bits_per_cell: bits,
             read_ns,
             melded_read_ns,
@@ -947,9 +1008,9 @@ impl Config {
             suspend_ns,
             resume_ns,
             max_suspends,
-            // L2P: a u32 per logical page; P2L: a u32 per physical page.
-            mapping_bytes: 4 * logical_pages
-                + 4 * physical_pages
+            // L2P: a u32 per logical mapping unit; P2L: a u32 per physical one.
+            mapping_bytes: 4 * logical_pages * units_per_page as u64
+                + 4 * physical_pages * units_per_page as u64
                 + MAPPING_BYTES_PER_BLOCK * blocks,
         })
     }
@@ -1312,6 +1373,7 @@ mod tests {
         check(FtlKind::ALL, FtlKind::name);
         check(GcPolicyKind::ALL, GcPolicyKind::name);
         check(WearLevelingKind::ALL, WearLevelingKind::name);
+        check(GcDestinationKind::ALL, GcDestinationKind::name);
         // The case that motivated it, through a configuration override.
         let c =
             Config::from_toml("", "x", &[("ftl.gc_policy".into(), "cost_benefit".into())]).unwrap();

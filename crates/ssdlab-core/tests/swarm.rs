@@ -23,6 +23,9 @@ fn random_overrides(rng: &mut Xoshiro256PlusPlus) -> Vec<(String, String)> {
     };
     let handles = rng.gen_range(1..=4u32);
     let pages_per_block = bits * 12;
+    let page_size = [2048u32, 4096, 8192][rng.gen_range(0..3)];
+    // Whole pages, or several mapping units packed into each page.
+    let mapping_unit = [512, 1024, 2048, page_size][rng.gen_range(0..4)].min(page_size);
     let overrides: Vec<(String, String)> = [
         ("cell.type", format!("\"{cell}\"")),
         ("cell.program_ns", "[200000]".to_string()),
@@ -41,10 +44,8 @@ fn random_overrides(rng: &mut Xoshiro256PlusPlus) -> Vec<(String, String)> {
             rng.gen_range(48..=72u32).to_string(),
         ),
         ("geometry.pages_per_block", pages_per_block.to_string()),
-        (
-            "geometry.page_size_bytes",
-            ["2048", "4096"][rng.gen_range(0..2)].to_string(),
-        ),
+        ("geometry.page_size_bytes", page_size.to_string()),
+        ("ftl.mapping_unit_bytes", mapping_unit.to_string()),
         ("geometry.over_provisioning", "0.4".to_string()),
         (
             "ftl.gc_policy",
@@ -55,6 +56,10 @@ fn random_overrides(rng: &mut Xoshiro256PlusPlus) -> Vec<(String, String)> {
             ["dynamic", "none"][rng.gen_range(0..2)].to_string(),
         ),
         ("ftl.gc_copyback", rng.gen_bool(0.5).to_string()),
+        (
+            "ftl.gc_destination",
+            ["victim_plane", "most_free"][rng.gen_range(0..2)].to_string(),
+        ),
         ("ftl.gc_bg_idle_ns", "100000".to_string()),
         ("placement.handles", handles.to_string()),
         ("placement.honor_hints", rng.gen_bool(0.8).to_string()),
@@ -154,9 +159,11 @@ fn random_devices_keep_data_and_accounting() {
                     req.op = Op::Trim;
                     dev.submit(&req, None, None)
                         .unwrap_or_else(|e| panic!("seed {seed} #{i}: {e}"));
-                    // Whole pages inside the range are deallocated and read back as zeros.
-                    let first = offset.div_ceil(page) * page;
-                    let end = (offset + len) / page * page;
+                    // Whole mapping units inside the range are deallocated and read back as
+                    // zeros.
+                    let unit = dev.config().derived().mapping_unit_bytes as u64;
+                    let first = offset.div_ceil(unit) * unit;
+                    let end = (offset + len) / unit * unit;
                     if end > first {
                         shadow[first as usize..end as usize].fill(0);
                     }

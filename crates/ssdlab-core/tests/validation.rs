@@ -542,6 +542,7 @@ mod scheduling {
 
     /// Durations of the run's requests by request number.
     fn open_run(dev: &mut Device, requests: Vec<HostRequest>) -> Vec<u64> {
+        let earlier = dev.request_log().unwrap().len();
         dev.run_to_end(RunSpec {
             name: "job".into(),
             source: Box::new(VecSource::new(requests)),
@@ -551,7 +552,7 @@ mod scheduling {
             ramp_ns: None,
         })
         .unwrap();
-        let mut rows: Vec<_> = dev.request_log().unwrap().to_vec();
+        let mut rows: Vec<_> = dev.request_log().unwrap()[earlier..].to_vec();
         rows.sort_by_key(|r| r.request);
         rows.iter().map(|r| r.duration_ns).collect()
     }
@@ -559,6 +560,35 @@ mod scheduling {
     const XFER: u64 = 5_120 + 300;
     const DECODE: u64 = 10_900;
     const ENCODE: u64 = 800;
+
+    #[test]
+    fn a_read_waiting_when_a_program_is_chosen_suspends_it_as_it_starts() {
+        // FCFS with suspend: the second read arrives while the die serves the first read (which
+        // cannot be suspended), queued behind a program; when the die picks the program, the
+        // waiting read suspends it as its array phase begins instead of waiting it out.
+        let mut dev = one_die(&[
+            ("controller.scheduler", "fcfs"),
+            ("cell.suspend", "true"),
+            ("cell.suspend_ns", "5000"),
+            ("cell.resume_ns", "7000"),
+        ]);
+        let d = open_run(
+            &mut dev,
+            vec![
+                at(Op::Write, 0, 0),
+                at(Op::Read, 0, 1_000_000),
+                at(Op::Write, 1, 1_010_000),
+                at(Op::Read, 0, 1_020_000),
+            ],
+        );
+        let first_read_off_die = 1_000_000 + 58_000 + XFER;
+        let array_start = first_read_off_die + XFER; // the program's data goes in first
+        let second_read_off_die = array_start + 5_000 + 58_000 + XFER;
+        assert_eq!(d[3], second_read_off_die + DECODE - 1_020_000);
+        // The program resumes after it with all of its 700 us still to do.
+        assert_eq!(d[2], second_read_off_die + 7_000 + 700_000 - 1_010_000);
+        assert_eq!(dev.flash_counters().suspensions, 1);
+    }
 
     #[test]
     fn a_read_mid_program_suspends_it_and_the_program_resumes_with_its_remaining_time() {
@@ -656,6 +686,90 @@ mod scheduling {
             "priority read {priority} ns, fcfs read {fcfs} ns"
         );
     }
+    #[test]
+    fn a_gc_step_of_copybacks_may_be_suspended_as_often_as_its_programs_together() {
+        // SLC, one die, one plane; GC steps of 2 copyback moves, each move's program allowed
+        // one suspension (so the step two). With one budget for the whole step (the old rule)
+        // the second read would wait for the step's end.
+        let (t_r, t_p, suspend, resume) = (25_000, 200_000, 5_000, 7_000);
+        let mut dev = device(
+            &[
+                ("geometry.channels", "1"),
+                ("geometry.chips_per_channel", "1"),
+                ("geometry.dies_per_chip", "1"),
+                ("geometry.planes_per_die", "1"),
+                ("geometry.blocks_per_plane", "32"),
+                ("geometry.pages_per_block", "8"),
+                ("geometry.page_size_bytes", "4096"),
+                ("geometry.over_provisioning", "0.4"),
+                ("cell.type", "slc"),
+                ("cell.read_ns", "[25000]"),
+                ("cell.program_ns", "[200000]"),
+                ("cell.erase_ns", "1000000"),
+                ("cell.suspend", "true"),
+                ("cell.suspend_ns", "5000"),
+                ("cell.resume_ns", "7000"),
+                ("cell.max_suspends", "1"),
+                ("channel.rate_mtps", "800"),
+                ("channel.command_overhead_ns", "300"),
+                ("host.link_mbps", "0"),
+                ("ecc.code", "bch"),
+                ("ecc.codeword_bytes", "1024"),
+                ("ecc.correctable_bits", "12"),
+                ("controller.scheduler", "priority"),
+                ("ftl.gc_step_pages", "2"),
+                ("stats.request_log", "true"),
+            ],
+            1,
+        );
+        let logical = dev.derived().logical_pages;
+        // Fill, then overwrite the even pages and every fourth odd one: the plane ends below
+        // the background watermark, and the fill's blocks (the victims) keep two valid pages.
+        let writes = (0..logical)
+            .chain((0..logical).step_by(2))
+            .chain((1..logical).step_by(4))
+            .map(|lpa| HostRequest::new(Op::Write, lpa * 4096, 4096))
+            .collect();
+        closed_run(&mut dev, writes, 1);
+        let moved_before = dev.flash_counters().programs;
+        // A read at 0 leaves the die idle at t_r + XFER; background GC starts 1 ms later
+        // (`gc_bg_idle_ns`) with a step of two copybacks, 2 (tR + tPROG) long. Reads arrive
+        // during it at +10 us and +100 us (each suspends it) and at +200 us (the budget is
+        // spent: it waits for the step's end).
+        let step_start = t_r + XFER + 1_000_000;
+        let arrivals = [
+            0,
+            step_start + 10_000,
+            step_start + 100_000,
+            step_start + 200_000,
+        ];
+        let reads = arrivals
+            .iter()
+            .map(|&t| at(Op::Read, logical - 1, t))
+            .collect();
+        let d = open_run(&mut dev, reads);
+        assert_eq!(
+            dev.flash_counters().programs - moved_before,
+            2,
+            "one step of two moves"
+        );
+        assert_eq!(dev.flash_counters().suspensions, 2);
+        let read = t_r + XFER + DECODE;
+        assert_eq!(d[0], read);
+        assert_eq!(d[1], suspend + read, "the first read suspends the step");
+        assert_eq!(
+            d[2],
+            suspend + read,
+            "so does the second: the step has two programs"
+        );
+        // Each suspension moves the step's end by suspend + the read on the die + resume.
+        let step_end = step_start + 2 * (t_r + t_p) + 2 * (suspend + t_r + XFER + resume);
+        assert_eq!(
+            d[3],
+            step_end - arrivals[3] + read,
+            "the third waits for the step"
+        );
+    }
 }
 
 mod sustained_overwrites {
@@ -723,6 +837,269 @@ mod sustained_overwrites {
                 Some(10 * logical),
                 "{pages_per_block} pages per block"
             );
+        }
+    }
+}
+
+/// Mapping units: 4 KiB units packed four to a 16 KiB TLC page through the staging buffer.
+mod mapping_units {
+    use super::*;
+
+    /// One die, one plane, 16 KiB pages of 4 KiB units; host link 4000 MB/s, BCH.
+    fn packed(extra: &[(&'static str, &'static str)]) -> Device {
+        let mut pairs = super::single_request_latency::TLC_ONE_DIE.to_vec();
+        pairs.extend([
+            ("geometry.page_size_bytes", "16384"),
+            ("geometry.pages_per_block", "96"),
+            ("ftl.mapping_unit_bytes", "4096"),
+            ("stats.request_log", "true"),
+        ]);
+        pairs.extend_from_slice(extra);
+        device(&pairs, 1)
+    }
+
+    const LINK_4K: u64 = 1_024; // 4096 B at 4000 MB/s
+    const ENCODE: u64 = 800;
+    const XFER_16K: u64 = 20_480 + 300; // 16 KiB at 800 MT/s x 1 B, plus command overhead
+    const LSB_PROGRAM: u64 = 500_000;
+    const CSB_PROGRAM: u64 = 700_000;
+
+    fn write(dev: &mut Device, offset: u64, len: u64) -> u64 {
+        dev.submit(&HostRequest::new(Op::Write, offset, len), None, None)
+            .unwrap()
+            .latency_ns()
+    }
+
+    fn read(dev: &mut Device, offset: u64, len: u64) -> u64 {
+        dev.submit(&HostRequest::new(Op::Read, offset, len), None, None)
+            .unwrap()
+            .latency_ns()
+    }
+
+    #[test]
+    fn four_kib_writes_fill_one_page_without_reading_it_and_a_flush_pads_the_rest() {
+        let mut dev = packed(&[]);
+        // Units 0-2 wait in the staging buffer: done once their data has crossed the link.
+        for unit in 0..3 {
+            assert_eq!(write(&mut dev, unit * 4096, 4096), LINK_4K, "unit {unit}");
+        }
+        assert_eq!(dev.flash_counters().programs, 0);
+        // Unit 3 fills the page: encode, one 16 KiB transfer and one LSB program.
+        assert_eq!(
+            write(&mut dev, 3 * 4096, 4096),
+            LINK_4K + ENCODE + XFER_16K + LSB_PROGRAM
+        );
+        let flash = dev.flash_counters();
+        assert_eq!(
+            (flash.programs, flash.array_reads, flash.rmw_reads),
+            (1, 0, 0)
+        );
+        assert_eq!(dev.ssd_json()["waf"], 1.0);
+        // The four units are one page: reading all of them senses it once, like reading one.
+        let one = read(&mut dev, 0, 4096);
+        let all = read(&mut dev, 0, 16384);
+        assert_eq!(all - one, 3 * LINK_4K, "the same page read, more link time");
+        assert_eq!(dev.flash_counters().array_reads, 2);
+        // A unit still staged is read from the controller: link time only, no flash read.
+        assert_eq!(write(&mut dev, 4 * 4096, 4096), LINK_4K);
+        assert_eq!(read(&mut dev, 4 * 4096, 4096), LINK_4K);
+        assert_eq!(dev.flash_counters().array_reads, 2);
+        // A flush programs the staged page (the CSB page) with three empty slots.
+        let flush = dev
+            .submit(&HostRequest::new(Op::Flush, 0, 0), None, None)
+            .unwrap();
+        assert_eq!(flush.latency_ns(), XFER_16K + CSB_PROGRAM);
+        let ssd = dev.ssd_json();
+        assert_eq!(ssd["padded_units"], 3);
+        assert_eq!(ssd["flash_pages_programmed"], 2);
+        // One WAF: 2 pages of 16 KiB for 5 units of 4 KiB.
+        assert_eq!(ssd["waf"], 32768.0 / 20480.0);
+        assert_eq!(ssd["placement"]["total"]["waf"], ssd["waf"]);
+        // Nothing is left to flush.
+        let again = dev
+            .submit(&HostRequest::new(Op::Flush, 0, 0), None, None)
+            .unwrap();
+        assert_eq!(again.latency_ns(), 0);
+    }
+
+    #[test]
+    fn a_sub_unit_write_reads_the_old_unit_only_when_it_is_on_flash() {
+        let mut dev = packed(&[]);
+        for unit in 0..4 {
+            write(&mut dev, unit * 4096, 4096);
+        }
+        dev.advance_to(dev.now_ns() + 10_000_000);
+        // Unit 1 is programmed: a 512 B write into it reads its page first (LSB read, 16 KiB
+        // transfer, decode). It is then staged in the next page, so the write is done when that
+        // read has merged its data.
+        let decode = 10_900; // BCH: the page's codewords decode in a pipeline
+        assert_eq!(write(&mut dev, 4096 + 512, 512), 58_000 + XFER_16K + decode);
+        assert_eq!(dev.flash_counters().rmw_reads, 1);
+        // The merged unit is staged now: another 512 B write into it merges in the controller.
+        assert_eq!(write(&mut dev, 4096 + 1024, 512), 128);
+        assert_eq!(dev.flash_counters().rmw_reads, 1);
+        assert_eq!(dev.flash_counters().array_reads, 1);
+    }
+
+    #[test]
+    fn the_event_engine_times_packed_pages_as_the_reservation_path_does() {
+        let mut dev = packed(&[("controller.scheduler", "priority")]);
+        let requests: Vec<HostRequest> = (0..4)
+            .map(|unit| {
+                let mut r = HostRequest::new(Op::Write, unit * 4096, 4096);
+                r.arrival_ns = Some(unit * 10_000);
+                r
+            })
+            .collect();
+        dev.run_to_end(RunSpec {
+            name: "packed".into(),
+            source: Box::new(VecSource::new(requests)),
+            queue_depth: 4,
+            pacing: Loop::Open { time_scale: 1.0 },
+            runtime_ns: None,
+            ramp_ns: None,
+        })
+        .unwrap();
+        let durations: Vec<u64> = dev
+            .request_log()
+            .unwrap()
+            .iter()
+            .map(|r| r.duration_ns)
+            .collect();
+        assert_eq!(
+            durations,
+            [
+                LINK_4K,
+                LINK_4K,
+                LINK_4K,
+                LINK_4K + ENCODE + XFER_16K + LSB_PROGRAM
+            ]
+        );
+        let flash = dev.flash_counters();
+        assert_eq!((flash.programs, flash.array_reads), (1, 0));
+    }
+
+    #[test]
+    fn bad_mapping_units_are_refused_naming_the_key() {
+        let config = |unit: &str, page: &str| {
+            Device::from_toml(
+                "",
+                "t",
+                &overrides(&[
+                    ("ftl.mapping_unit_bytes", unit),
+                    ("geometry.page_size_bytes", page),
+                ]),
+                1,
+                false,
+            )
+        };
+        for (unit, page) in [("3000", "16384"), ("256", "4096"), ("32768", "16384")] {
+            let err = config(unit, page).err().expect("refused").to_string();
+            assert!(
+                err.contains("ftl.mapping_unit_bytes") && err.contains("power of two from 512"),
+                "{unit}/{page}: {err}"
+            );
+        }
+        // Unset: 4 KiB, or the whole page when pages are smaller.
+        let small = Device::from_toml(
+            "",
+            "t",
+            &overrides(&[("geometry.page_size_bytes", "2048")]),
+            1,
+            false,
+        )
+        .unwrap();
+        assert_eq!(small.derived().mapping_unit_bytes, 2048);
+        assert_eq!(config("512", "16384").unwrap().derived().units_per_page, 32);
+    }
+}
+
+mod request_log_time_split {
+    use super::*;
+
+    /// A 4-die TLC device with the request log on, timed by `scheduler` (`fcfs`: the
+    /// reservation path; `priority`: the event engine).
+    fn logged(scheduler: &str) -> Device {
+        let pairs = overrides(&[
+            ("geometry.channels", "2"),
+            ("geometry.chips_per_channel", "1"),
+            ("geometry.dies_per_chip", "2"),
+            ("geometry.planes_per_die", "2"),
+            ("geometry.blocks_per_plane", "64"),
+            ("geometry.pages_per_block", "96"),
+            ("geometry.page_size_bytes", "4096"),
+            ("geometry.over_provisioning", "0.2"),
+            ("stats.request_log", "true"),
+            ("controller.scheduler", scheduler),
+        ]);
+        Device::from_toml("", "test", &pairs, 3, false).unwrap()
+    }
+
+    fn requests(n: usize, seed: u64, logical: u64) -> Vec<HostRequest> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let op = if rng.gen_bool(0.4) {
+                    Op::Read
+                } else {
+                    Op::Write
+                };
+                HostRequest::new(op, rng.gen_range(0..logical) * 4096, 4096)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_idle_device_queues_nothing_and_the_log_splits_each_duration() {
+        for scheduler in ["fcfs", "priority"] {
+            let mut dev = logged(scheduler);
+            let logical = dev.derived().logical_pages;
+            closed_run(&mut dev, requests(200, 1, logical), 1);
+            let log = dev.request_log().unwrap();
+            assert_eq!(log.len(), 200);
+            for row in log {
+                assert_eq!(
+                    (row.queue_ns, row.service_ns),
+                    (0, row.duration_ns),
+                    "{scheduler}: one request at a time waits for no die"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn under_load_the_log_sums_to_the_jobs_queue_and_service_figures() {
+        for scheduler in ["fcfs", "priority"] {
+            let mut dev = logged(scheduler);
+            let logical = dev.derived().logical_pages;
+            let job = closed_run(&mut dev, requests(4_000, 2, logical), 32);
+            let log = dev.request_log().unwrap();
+            assert_eq!(log.len(), 4_000);
+            for (op, name) in [("read", "read"), ("write", "write")] {
+                let rows: Vec<_> = log.iter().filter(|r| r.op == op).collect();
+                let n = rows.len() as f64;
+                let queue: u128 = rows.iter().map(|r| r.queue_ns as u128).sum();
+                let service: u128 = rows.iter().map(|r| r.service_ns as u128).sum();
+                for r in &rows {
+                    assert_eq!(r.queue_ns + r.service_ns, r.duration_ns);
+                }
+                let split = &job["ssd_job"][name];
+                // The job's means are the same integer sums over the same count.
+                assert_eq!(
+                    split["queue_ns"]["mean"].as_f64().unwrap(),
+                    queue as f64 / n
+                );
+                assert_eq!(
+                    split["service_ns"]["mean"].as_f64().unwrap(),
+                    service as f64 / n
+                );
+                let max_queue = rows.iter().map(|r| r.queue_ns).max().unwrap();
+                assert_eq!(split["queue_ns"]["max"].as_u64().unwrap(), max_queue);
+                assert!(
+                    queue > 0,
+                    "{scheduler} {op}: at QD 32 on 4 dies requests wait for their die"
+                );
+            }
         }
     }
 }

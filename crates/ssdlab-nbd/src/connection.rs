@@ -703,8 +703,9 @@ impl<'a, T: Transport> Session<'a, T> {
         served.and(flush)
     }
 
-    /// Zero a range: whole pages are deallocated (they read back as zeros) unless the client
-    /// asked for no holes; partial pages at either end are written with zeros.
+    /// Zero a range: whole mapping units (the preferred block size) are deallocated (they read
+    /// back as zeros) unless the client asked for no holes; partial units at either end are
+    /// written with zeros.
     fn write_zeroes(&mut self, h: &RequestHeader, issue: u64) -> Served {
         let page = self.export.block_sizes.1 as u64;
         let (start, end) = (h.offset, h.offset + h.length as u64);

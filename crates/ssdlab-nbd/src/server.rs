@@ -338,7 +338,8 @@ impl Server {
                 return Err(ServeError::Insecure(*addr));
             }
         }
-        let page = device.page_size();
+        // Preferred block size: the FTL's mapping unit, the smallest write that reads nothing.
+        let preferred = device.derived().mapping_unit_bytes;
         let export = ExportInfo {
             name: options.export_name.clone(),
             description: format!(
@@ -348,7 +349,7 @@ impl Server {
             ),
             size: device.logical_bytes(),
             read_only: options.read_only,
-            block_sizes: (512, page, MAX_PAYLOAD),
+            block_sizes: (512, preferred, MAX_PAYLOAD),
         };
         let warnings = Warnings::default();
         let mut log_error = None;

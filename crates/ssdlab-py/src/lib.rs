@@ -285,7 +285,7 @@ impl PyDevice {
             .with(py, |d| d.precondition(options))
             .map_err(device_error)?;
         let result = PyDict::new(py);
-        result.set_item("pages_written", report.pages_written)?;
+        result.set_item("units_written", report.units_written)?;
         result.set_item("waf_last_window", report.waf_last_window)?;
         result.set_item("steady", report.steady)?;
         Ok(result)

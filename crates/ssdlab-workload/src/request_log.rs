@@ -4,11 +4,13 @@
 //! one row per request, with the header [`RequestLogRow::CSV_HEADER`]:
 //!
 //! ```text
-//! request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns
+//! request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns,queue_ns,service_ns
 //! ```
 //!
 //! `op` is `read`, `write`, `trim` or `flush`; `physical_sector` is `-1` when the request touched
-//! no flash page; every other column is a non-negative integer. Such logs reach tens of millions
+//! no flash page; every other column is a non-negative integer. `queue_ns` (waiting for dies)
+//! and `service_ns` add up to `duration_ns`. Logs written before those two columns existed (the
+//! first twelve columns only, with their header) are read too, without the split. Such logs reach tens of millions
 //! of rows, so [`RequestLogReader`] streams them with one reused line buffer (constant memory,
 //! lines capped at [`MAX_LINE_BYTES`]) and parses the bytes directly, without UTF-8 validation or
 //! per-field allocation. [`summarize_request_log`] folds the rows into a [`RequestLogSummary`].
@@ -22,11 +24,12 @@
 //! use ssdlab_workload::request_log::{summarize_request_log, RequestLogOptions};
 //!
 //! let log = "request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,\
-//! oob_reads,oob_writes,erases,physical_sector,flash_duration_ns\n\
-//! 1,write,0,8192,70000,0,2,0,2,0,64,60000\n\
-//! 2,read,8,4096,50000,1,0,0,0,0,72,40000\n";
+//! oob_reads,oob_writes,erases,physical_sector,flash_duration_ns,queue_ns,service_ns\n\
+//! 1,write,0,8192,70000,0,2,0,2,0,64,60000,0,70000\n\
+//! 2,read,8,4096,50000,1,0,0,0,0,72,40000,5000,45000\n";
 //! let s = summarize_request_log(log.as_bytes(), "log.csv", &RequestLogOptions::default()).unwrap();
-//! assert_eq!((s.rows, s.ops.write.requests, s.host_pages_written), (2, 1, 2));
+//! assert_eq!((s.rows, s.ops.write.requests, s.ops.write.bytes), (2, 1, 8192));
+//! assert_eq!((s.total.queue_total_ns, s.ops.read.service_total_ns), (5_000, 45_000));
 //! assert_eq!(s.write_amplification, Some(1.0));
 //! assert_eq!(s.total.duration_ns.unwrap().max, 70_000);
 //! ```
@@ -42,7 +45,7 @@ use ssdlab_core::stats::RequestLogRow;
 use crate::error::WorkloadError;
 
 /// The columns of the log, in order (the header is these joined by commas).
-pub const REQUEST_LOG_COLUMNS: [&str; 12] = [
+pub const REQUEST_LOG_COLUMNS: [&str; 14] = [
     "request",
     "op",
     "logical_sector",
@@ -55,10 +58,15 @@ pub const REQUEST_LOG_COLUMNS: [&str; 12] = [
     "erases",
     "physical_sector",
     "flash_duration_ns",
+    "queue_ns",
+    "service_ns",
 ];
 
-/// Longest line accepted. A row has at most 11 integers of 20 digits, an op and 11 commas
-/// (236 bytes); the cap keeps memory constant on input that has no line breaks at all.
+/// Columns of a log written before `queue_ns` and `service_ns` existed (the first ones).
+pub const LEGACY_COLUMNS: usize = 12;
+
+/// Longest line accepted. A row has at most 13 integers of 20 digits, an op and 13 commas
+/// (278 bytes); the cap keeps memory constant on input that has no line breaks at all.
 pub const MAX_LINE_BYTES: usize = 4096;
 
 /// Sector size of `logical_sector` and `physical_sector`.
@@ -84,6 +92,10 @@ pub struct RequestLogRecord {
     pub physical_sector: Option<u64>,
     /// Array and bus time of the request's flash commands.
     pub flash_duration_ns: u64,
+    /// Waiting for dies, and the rest of `duration_ns`; `None` in a log of the older
+    /// twelve-column format.
+    pub queue_ns: Option<u64>,
+    pub service_ns: Option<u64>,
 }
 
 /// Streams [`RequestLogRecord`]s from a buffered reader; an iterator that stops after its first
@@ -94,6 +106,8 @@ pub struct RequestLogReader<R: BufRead> {
     line_no: usize,
     line: Vec<u8>,
     header_seen: bool,
+    /// Columns a row has (the current format's, or [`LEGACY_COLUMNS`]), known from the header.
+    columns: usize,
     done: bool,
 }
 
@@ -106,6 +120,7 @@ impl<R: BufRead> RequestLogReader<R> {
             line_no: 0,
             line: Vec::with_capacity(256),
             header_seen: false,
+            columns: REQUEST_LOG_COLUMNS.len(),
             done: false,
         }
     }
@@ -138,7 +153,7 @@ impl<R: BufRead> RequestLogReader<R> {
             // Fast path: a well-formed row that lies wholly in the reader's buffer is parsed in
             // place, in one pass that also finds its end.
             let fast = match self.reader.fill_buf() {
-                Ok(bytes) => parse_row_fast(bytes),
+                Ok(bytes) => parse_row_fast(bytes, self.columns),
                 Err(_) => None, // read_line meets the error again and reports it
             };
             // (Its numbers have at most 19 digits, so its rows stay far below MAX_LINE_BYTES.)
@@ -158,7 +173,8 @@ impl<R: BufRead> RequestLogReader<R> {
             if self.line.is_empty() {
                 continue;
             }
-            return Some(parse_row(&self.line).map_err(|message| self.error(message)));
+            let row = parse_row(&self.line, self.columns);
+            return Some(row.map_err(|message| self.error(message)));
         }
     }
 
@@ -183,6 +199,10 @@ impl<R: BufRead> RequestLogReader<R> {
             .strip_prefix(b"\xEF\xBB\xBF")
             .unwrap_or(&self.line);
         if line == header.as_bytes() {
+            return Ok(());
+        }
+        if line == REQUEST_LOG_COLUMNS[..LEGACY_COLUMNS].join(",").as_bytes() {
+            self.columns = LEGACY_COLUMNS;
             return Ok(());
         }
         let found: Vec<&[u8]> = line.split(|&b| b == b',').collect();
@@ -266,12 +286,12 @@ impl<R: BufRead> Iterator for RequestLogReader<R> {
 /// One loop over the columns rather than twelve inlined parsers: it keeps few values live (the
 /// unrolled form spilled its counters to the stack and ran ~25% more instructions per row).
 #[inline]
-fn parse_row_fast(bytes: &[u8]) -> Option<(RequestLogRecord, usize)> {
+fn parse_row_fast(bytes: &[u8], columns: usize) -> Option<(RequestLogRecord, usize)> {
     let mut ints = [0u64; REQUEST_LOG_COLUMNS.len()];
     let mut op = Op::Read;
     let mut physical_sector = None;
     let mut rest = bytes;
-    for (column, int) in ints.iter_mut().enumerate() {
+    for (column, int) in ints[..columns].iter_mut().enumerate() {
         let taken = match column {
             1 => {
                 let (parsed, len) = if rest.starts_with(b"read,") {
@@ -290,7 +310,7 @@ fn parse_row_fast(bytes: &[u8]) -> Option<(RequestLogRecord, usize)> {
             }
             10 if rest.starts_with(b"-1,") => 3,
             _ => {
-                let end = if column == 11 { b'\n' } else { b',' };
+                let end = if column == columns - 1 { b'\n' } else { b',' };
                 let (value, len) = take_u64(rest, end)?;
                 *int = value;
                 if column == 10 {
@@ -314,6 +334,8 @@ fn parse_row_fast(bytes: &[u8]) -> Option<(RequestLogRecord, usize)> {
         erases: ints[9],
         physical_sector,
         flash_duration_ns: ints[11],
+        queue_ns: (columns > LEGACY_COLUMNS).then_some(ints[12]),
+        service_ns: (columns > LEGACY_COLUMNS).then_some(ints[13]),
     };
     Some((record, bytes.len() - rest.len()))
 }
@@ -338,27 +360,31 @@ fn take_u64(bytes: &[u8], end: u8) -> Option<(u64, usize)> {
 }
 
 /// Parse one row (without its line end) column by column; `Err` is the message.
-fn parse_row(line: &[u8]) -> Result<RequestLogRecord, String> {
-    const N: usize = REQUEST_LOG_COLUMNS.len();
-    let mut fields: [&[u8]; N] = [&[]; N];
+fn parse_row(line: &[u8], columns: usize) -> Result<RequestLogRecord, String> {
+    const MAX: usize = REQUEST_LOG_COLUMNS.len();
+    let n = columns;
+    let mut fields: [&[u8]; MAX] = [&[]; MAX];
     let mut count = 0;
     for field in line.split(|&b| b == b',') {
-        if count < N {
+        if count < n {
             fields[count] = field;
         }
         count += 1;
     }
-    if count != N {
-        let detail = if count < N {
+    if count != n {
+        let detail = if count < n {
             format!(
                 "the row ends after column '{}', '{}' is missing",
                 REQUEST_LOG_COLUMNS[count - 1],
                 REQUEST_LOG_COLUMNS[count]
             )
         } else {
-            "there is more after the last column, 'flash_duration_ns'".to_string()
+            format!(
+                "there is more after the last column, '{}'",
+                REQUEST_LOG_COLUMNS[n - 1]
+            )
         };
-        return Err(format!("expected {N} columns, found {count}: {detail}"));
+        return Err(format!("expected {n} columns, found {count}: {detail}"));
     }
     let int = |i: usize| parse_u64(fields[i]).ok_or_else(|| integer_error(i, fields[i]));
     let op = match fields[1] {
@@ -400,6 +426,16 @@ fn parse_row(line: &[u8]) -> Result<RequestLogRecord, String> {
         erases: int(9)?,
         physical_sector,
         flash_duration_ns: int(11)?,
+        queue_ns: if n > LEGACY_COLUMNS {
+            Some(int(12)?)
+        } else {
+            None
+        },
+        service_ns: if n > LEGACY_COLUMNS {
+            Some(int(13)?)
+        } else {
+            None
+        },
     })
 }
 
@@ -471,7 +507,7 @@ fn show(field: &[u8]) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestLogOptions {
     /// Flash page size of the device that wrote the log (the log does not record it); used only
-    /// for [`RequestLogSummary::host_pages_written`]. A positive multiple of 512.
+    /// for [`RequestLogSummary::write_amplification`]. A positive multiple of 512.
     pub page_size_bytes: u64,
 }
 
@@ -515,6 +551,10 @@ pub struct OpSummary {
     pub erases: u128,
     /// Sum of `flash_duration_ns`.
     pub flash_duration_ns: u128,
+    /// Sums of `queue_ns` and `service_ns` (0 for a log of the older format, which has no
+    /// such columns).
+    pub queue_total_ns: u128,
+    pub service_total_ns: u128,
     /// Requests with at least one erase: the ones that triggered (foreground or background)
     /// garbage collection.
     pub requests_with_erases: u64,
@@ -540,14 +580,10 @@ pub struct RequestLogSummary {
     pub last_request: Option<u64>,
     /// [`RequestLogOptions::page_size_bytes`].
     pub page_size_bytes: u64,
-    /// Flash pages the host's writes cover: for each `write` row, the number of
-    /// `page_size_bytes` pages that the byte range [`logical_sector`·512,
-    /// `logical_sector`·512 + `size_bytes`) overlaps. That is how the simulator counts host
-    /// pages written; for page-aligned writes it equals ⌈`size_bytes` / `page_size_bytes`⌉,
-    /// and an unaligned write counts every page it touches (as the device programs them all).
-    pub host_pages_written: u128,
-    /// `total.flash_writes / host_pages_written` (flash writes of every row, so programs of GC
-    /// moves count wherever they were triggered); `None` when no host page was written.
+    /// Media bytes programmed over host bytes written, as the simulator's `waf`:
+    /// `total.flash_writes` × `page_size_bytes` / `ops.write.bytes` (flash writes of every row,
+    /// so programs of GC moves count wherever they were triggered); `None` when nothing was
+    /// written.
     pub write_amplification: Option<f64>,
     /// `total.flash_duration_ns / total.duration_total_ns`: the share of request time spent
     /// in flash commands. It can exceed 1, because the commands of one request run in
@@ -564,7 +600,6 @@ pub struct RequestLogSummarizer {
     rows: u64,
     first_request: Option<u64>,
     last_request: Option<u64>,
-    host_pages_written: u128,
     /// Sums and duration histograms of read, write, trim and flush (the total's are merged
     /// from them at the end).
     ops: [Sums; 4],
@@ -585,7 +620,6 @@ impl RequestLogSummarizer {
             rows: 0,
             first_request: None,
             last_request: None,
-            host_pages_written: 0,
             ops: [Sums::EMPTY; 4],
             histograms: std::array::from_fn(|_| new_histogram()),
         })
@@ -605,9 +639,6 @@ impl RequestLogSummarizer {
         };
         self.ops[index].add(r);
         self.histograms[index].saturating_record(r.duration_ns);
-        if r.op == Op::Write {
-            self.host_pages_written += pages_spanned(r, self.page_size_bytes);
-        }
     }
 
     /// The summary of the rows added so far.
@@ -637,24 +668,15 @@ impl RequestLogSummarizer {
             first_request: self.first_request,
             last_request: self.last_request,
             page_size_bytes: self.page_size_bytes,
-            host_pages_written: self.host_pages_written,
-            write_amplification: ratio(total.flash_writes, self.host_pages_written),
+            write_amplification: ratio(
+                total.flash_writes * u128::from(self.page_size_bytes),
+                ops.write.bytes,
+            ),
             flash_time_share: ratio(total.flash_duration_ns, total.duration_total_ns),
             ops,
             total,
         }
     }
-}
-
-/// Pages of `page` bytes that the row's byte range overlaps (0 for 0 bytes).
-fn pages_spanned(r: &RequestLogRecord, page: u64) -> u128 {
-    if r.size_bytes == 0 {
-        return 0;
-    }
-    let page = u128::from(page);
-    let start = u128::from(r.logical_sector) * u128::from(SECTOR_BYTES);
-    let last = start + u128::from(r.size_bytes) - 1;
-    last / page - start / page + 1
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -677,6 +699,8 @@ struct Sums {
     oob_writes: u128,
     erases: u128,
     flash_duration_ns: u128,
+    queue_total_ns: u128,
+    service_total_ns: u128,
     requests_with_erases: u64,
 }
 
@@ -693,6 +717,8 @@ impl Sums {
         oob_writes: 0,
         erases: 0,
         flash_duration_ns: 0,
+        queue_total_ns: 0,
+        service_total_ns: 0,
         requests_with_erases: 0,
     };
 
@@ -709,6 +735,8 @@ impl Sums {
         self.oob_writes += u128::from(r.oob_writes);
         self.erases += u128::from(r.erases);
         self.flash_duration_ns += u128::from(r.flash_duration_ns);
+        self.queue_total_ns += u128::from(r.queue_ns.unwrap_or(0));
+        self.service_total_ns += u128::from(r.service_ns.unwrap_or(0));
         self.requests_with_erases += u64::from(r.erases > 0);
     }
 
@@ -724,6 +752,8 @@ impl Sums {
         self.oob_writes += o.oob_writes;
         self.erases += o.erases;
         self.flash_duration_ns += o.flash_duration_ns;
+        self.queue_total_ns += o.queue_total_ns;
+        self.service_total_ns += o.service_total_ns;
         self.requests_with_erases += o.requests_with_erases;
     }
 
@@ -754,6 +784,8 @@ impl Sums {
             oob_writes: self.oob_writes,
             erases: self.erases,
             flash_duration_ns: self.flash_duration_ns,
+            queue_total_ns: self.queue_total_ns,
+            service_total_ns: self.service_total_ns,
             requests_with_erases: self.requests_with_erases,
         }
     }
@@ -795,15 +827,24 @@ pub fn summarize_request_log_file(
 mod tests {
     use super::*;
 
-    const HEADER: &str = RequestLogRow::CSV_HEADER;
+    /// The header of the older format (without `queue_ns` and `service_ns`): most tests below
+    /// are about what both formats share, and its rows are shorter.
+    const HEADER: &str = "request,op,logical_sector,size_bytes,duration_ns,flash_reads,\
+flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns";
+    const CURRENT: &str = RequestLogRow::CSV_HEADER;
 
     fn summarize(text: &str) -> Result<RequestLogSummary, WorkloadError> {
         summarize_request_log(text.as_bytes(), "t.csv", &RequestLogOptions::default())
     }
 
-    /// The error of `body` (after the header), as (line, message).
+    /// The error of `body` (after the older header), as (line, message).
     fn error_of(body: &str) -> (usize, String) {
-        let e = summarize(&format!("{HEADER}\n{body}")).unwrap_err();
+        error_in(HEADER, body)
+    }
+
+    /// The error of `body` after `header`, as (line, message).
+    fn error_in(header: &str, body: &str) -> (usize, String) {
+        let e = summarize(&format!("{header}\n{body}")).unwrap_err();
         let line = e.line().expect("a parse error names its line");
         let text = e.to_string();
         assert!(text.starts_with(&format!("t.csv:{line}: ")), "{text}");
@@ -812,7 +853,52 @@ mod tests {
 
     #[test]
     fn header_constant_matches_the_columns() {
-        assert_eq!(HEADER, REQUEST_LOG_COLUMNS.join(","));
+        assert_eq!(CURRENT, REQUEST_LOG_COLUMNS.join(","));
+        assert_eq!(HEADER, REQUEST_LOG_COLUMNS[..LEGACY_COLUMNS].join(","));
+    }
+
+    /// The current format: the older one's rows plus the split of `duration_ns`.
+    const LOG_WITH_SPLIT: &str = "\
+request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns,queue_ns,service_ns
+1,write,0,8192,100000,0,2,0,2,0,0,80000,0,100000
+2,write,4,4096,300000,1,5,0,5,1,72,500000,120000,180000
+3,read,0,4096,50000,1,0,1,0,0,8,40000,7000,43000
+4,flush,0,0,20000,0,0,0,0,0,-1,0,0,20000
+";
+
+    #[test]
+    fn queueing_and_service_time_are_read_and_summed() {
+        let s = summarize(LOG_WITH_SPLIT).unwrap();
+        assert_eq!(
+            (s.ops.write.queue_total_ns, s.ops.write.service_total_ns),
+            (120_000, 280_000)
+        );
+        assert_eq!(
+            (s.ops.read.queue_total_ns, s.ops.read.service_total_ns),
+            (7_000, 43_000)
+        );
+        assert_eq!(
+            s.total.queue_total_ns + s.total.service_total_ns,
+            s.total.duration_total_ns
+        );
+        for line in LOG_WITH_SPLIT.lines().skip(1) {
+            let columns = REQUEST_LOG_COLUMNS.len();
+            let fast = parse_row_fast(format!("{line}\n").as_bytes(), columns).unwrap();
+            assert_eq!(
+                fast,
+                (parse_row(line.as_bytes(), columns).unwrap(), line.len() + 1)
+            );
+            assert!(fast.0.queue_ns.is_some() && fast.0.service_ns.is_some());
+        }
+        // A row of the older length after the current header is an error, and the other
+        // way round.
+        let (_, e) = error_in(CURRENT, "1,read,0,4096,10,1,0,0,0,0,8,5\n");
+        assert!(e.ends_with("expected 14 columns, found 12: the row ends after column 'flash_duration_ns', 'queue_ns' is missing"), "{e}");
+        let (_, e) = error_of("1,read,0,4096,10,1,0,0,0,0,8,5,0,10\n");
+        assert!(e.contains("expected 12 columns, found 14"), "{e}");
+        // The older format has no split: its sums stay 0.
+        let s = summarize(LOG).unwrap();
+        assert_eq!((s.total.queue_total_ns, s.total.service_total_ns), (0, 0));
     }
 
     /// Five rows, worked by hand.
@@ -831,9 +917,8 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
         assert_eq!(s.source, "t.csv");
         assert_eq!(s.rows, 5);
         assert_eq!((s.first_request, s.last_request), (Some(1), Some(5)));
-        // Row 1: bytes [0, 8192) = pages 0-1; row 2: bytes [2048, 6144) overlaps pages 0 and 1.
-        assert_eq!(s.host_pages_written, 4);
-        assert_eq!(s.write_amplification, Some(7.0 / 4.0));
+        // 7 pages of 4 KiB programmed for 12 KiB written.
+        assert_eq!(s.write_amplification, Some(7.0 * 4096.0 / 12288.0));
         assert_eq!(s.flash_time_share, Some(620_000.0 / 470_000.0));
 
         let w = &s.ops.write;
@@ -892,12 +977,13 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
     }
 
     #[test]
-    fn page_size_changes_host_pages_only() {
+    fn page_size_changes_the_write_amplification_only() {
         let opts = RequestLogOptions {
             page_size_bytes: 16384,
         };
         let s = summarize_request_log(LOG.as_bytes(), "t.csv", &opts).unwrap();
-        assert_eq!((s.page_size_bytes, s.host_pages_written), (16384, 2));
+        assert_eq!(s.page_size_bytes, 16384);
+        assert_eq!(s.write_amplification, Some(7.0 * 16384.0 / 12288.0));
         assert_eq!(s.total.flash_writes, 7);
         for bad in [0, 1000] {
             let opts = RequestLogOptions {
@@ -911,10 +997,7 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
     #[test]
     fn header_only_log_has_no_rows_and_no_ratios() {
         let s = summarize(&format!("{HEADER}\n")).unwrap();
-        assert_eq!(
-            (s.rows, s.first_request, s.host_pages_written),
-            (0, None, 0)
-        );
+        assert_eq!((s.rows, s.first_request, s.ops.write.bytes), (0, None, 0));
         assert_eq!((s.write_amplification, s.flash_time_share), (None, None));
         assert_eq!(s.total.duration_ns, None);
         assert_eq!(s.ops.read.requests, 0);
@@ -951,6 +1034,8 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
                 erases: 0,
                 physical_sector: Some(0),
                 flash_duration_ns: 80_000,
+                queue_ns: None,
+                service_ns: None,
             }
         );
         let rest: Vec<_> = r.collect::<Result<_, _>>().unwrap();
@@ -965,7 +1050,7 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
             serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(v["ops"]["write"]["flash_writes"], 7);
         assert_eq!(v["total"]["duration_ns"]["p99_9"], 300_000);
-        assert_eq!(v["write_amplification"], 1.75);
+        assert_eq!(v["write_amplification"], 7.0 * 4096.0 / 12288.0);
         let empty = summarize(&format!("{HEADER}\n")).unwrap();
         let v = serde_json::to_value(&empty).unwrap();
         assert!(v["ops"]["read"]["duration_ns"].is_null());
@@ -999,9 +1084,9 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
                 .ends_with("column 3 is 'lba', expected 'logical_sector'"),
             "{e}"
         );
-        let e = summarize(&format!("{HEADER},extra\n")).unwrap_err();
+        let e = summarize(&format!("{CURRENT},extra\n")).unwrap_err();
         assert!(
-            e.to_string().ends_with("found 13 columns, expected 12"),
+            e.to_string().ends_with("found 15 columns, expected 14"),
             "{e}"
         );
         let e = summarize("1,read,0,4096,10,1,0,0,0,0,8,5\n").unwrap_err();
@@ -1028,7 +1113,7 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
     #[test]
     fn non_integer_fields_name_their_column() {
         let row = [
-            "1", "read", "0", "4096", "10", "1", "0", "0", "0", "0", "8", "5",
+            "1", "read", "0", "4096", "10", "1", "0", "0", "0", "0", "8", "5", "2", "8",
         ];
         for (i, column) in REQUEST_LOG_COLUMNS.iter().enumerate() {
             if i == 1 {
@@ -1046,7 +1131,7 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
             ] {
                 let mut fields = row;
                 fields[i] = bad;
-                let (line, e) = error_of(&format!("{}\n", fields.join(",")));
+                let (line, e) = error_in(CURRENT, &format!("{}\n", fields.join(",")));
                 assert_eq!(line, 2);
                 assert!(e.contains(&format!(": column '{column}': {expect}")), "{e}");
             }
@@ -1099,10 +1184,16 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
     #[test]
     fn fast_and_careful_paths_agree() {
         for line in LOG.lines().skip(1) {
-            let fast = parse_row_fast(format!("{line}\n").as_bytes()).unwrap();
-            assert_eq!(fast, (parse_row(line.as_bytes()).unwrap(), line.len() + 1));
+            let fast = parse_row_fast(format!("{line}\n").as_bytes(), LEGACY_COLUMNS).unwrap();
             assert_eq!(
-                parse_row_fast(line.as_bytes()),
+                fast,
+                (
+                    parse_row(line.as_bytes(), LEGACY_COLUMNS).unwrap(),
+                    line.len() + 1
+                )
+            );
+            assert_eq!(
+                parse_row_fast(line.as_bytes(), LEGACY_COLUMNS),
                 None,
                 "no line end: careful path"
             );

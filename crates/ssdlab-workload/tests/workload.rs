@@ -453,7 +453,7 @@ mod long_streams {
         let mut text = format!("{}\n", RequestLogRow::CSV_HEADER);
         for i in 0..rows {
             let op = ["read", "write", "read", "write", "trim", "flush"][(i % 6) as usize];
-            let row = RequestLogRow {
+            let mut row = RequestLogRow {
                 request: i + 1,
                 op,
                 logical_sector: (i % 1000) * 8,
@@ -470,7 +470,10 @@ mod long_streams {
                     -1
                 },
                 flash_duration_ns: 50_000,
+                queue_ns: 0,
+                service_ns: 0,
             };
+            row.set_duration(row.duration_ns, i % 3 * 1_000);
             text.push_str(&row.csv_line());
             text.push('\n');
         }
@@ -479,7 +482,13 @@ mod long_streams {
         assert_eq!(s.rows, rows);
         assert_eq!(s.ops.trim.requests, rows / 6);
         assert_eq!(s.ops.write.requests, rows / 3);
-        assert_eq!(s.host_pages_written, (rows / 3) as u128);
+        assert!(s.write_amplification.is_some());
+        // Every third row waited 0, 1 or 2 us.
+        assert_eq!(s.total.queue_total_ns, u128::from(rows / 3 * 3_000));
+        assert_eq!(
+            s.total.queue_total_ns + s.total.service_total_ns,
+            s.total.duration_total_ns
+        );
     }
 }
 
@@ -526,11 +535,11 @@ mod props {
                 count.clone(),
                 count,
             ),
-            (prop_oneof![Just(-1i64), 0i64..i64::MAX], big),
+            (prop_oneof![Just(-1i64), 0i64..i64::MAX], big.clone(), big),
         )
             .prop_map(
-                |((request, op), (sector, size, dur), (fr, fw, or, ow, er), (ps, fdur))| {
-                    RequestLogRow {
+                |((request, op), (sector, size, dur), (fr, fw, or, ow, er), (ps, fdur, queue))| {
+                    let mut row = RequestLogRow {
                         request,
                         op,
                         logical_sector: sector,
@@ -543,7 +552,11 @@ mod props {
                         erases: er,
                         physical_sector: ps,
                         flash_duration_ns: fdur,
-                    }
+                        queue_ns: 0,
+                        service_ns: 0,
+                    };
+                    row.set_duration(dur, queue);
+                    row
                 },
             )
     }
@@ -673,6 +686,7 @@ mod props {
                     [row.flash_reads, row.flash_writes, row.oob_reads, row.oob_writes, row.erases].map(u64::from)
                 );
                 prop_assert_eq!(rec.physical_sector.map_or(-1, |p| p as i64), row.physical_sector);
+                prop_assert_eq!((rec.queue_ns, rec.service_ns), (Some(row.queue_ns), Some(row.service_ns)));
             }
 
             let s = summarize_request_log(text.as_bytes(), "log", &opts).unwrap();
@@ -698,6 +712,8 @@ mod props {
                 prop_assert_eq!(got.oob_writes, sum(&|r| r.oob_writes.into(), op));
                 prop_assert_eq!(got.erases, sum(&|r| r.erases.into(), op));
                 prop_assert_eq!(got.flash_duration_ns, sum(&|r| r.flash_duration_ns.into(), op));
+                prop_assert_eq!(got.queue_total_ns, sum(&|r| r.queue_ns.into(), op));
+                prop_assert_eq!(got.service_total_ns, sum(&|r| r.service_ns.into(), op));
                 prop_assert_eq!(u128::from(got.requests_with_erases), sum(&|r| u128::from(r.erases > 0), op));
                 let durations: Vec<u64> = rows
                     .iter()
@@ -722,16 +738,11 @@ mod props {
                     }
                 }
             }
-            // Host pages: ceil(end / page) - floor(start / page) over the writes.
+            // Media bytes programmed over host bytes written.
             let page = u128::from(page_size_bytes);
-            let host_pages = sum(&|r| {
-                let start = u128::from(r.logical_sector) * 512;
-                let end = start + u128::from(r.size_bytes);
-                if r.size_bytes == 0 { 0 } else { end.div_ceil(page) - start / page }
-            }, Some("write"));
-            prop_assert_eq!(s.host_pages_written, host_pages);
+            let host_bytes = sum(&|r| r.size_bytes.into(), Some("write"));
             let flash_writes = sum(&|r| r.flash_writes.into(), None);
-            prop_assert_eq!(s.write_amplification, (host_pages > 0).then(|| flash_writes as f64 / host_pages as f64));
+            prop_assert_eq!(s.write_amplification, (host_bytes > 0).then(|| (flash_writes * page) as f64 / host_bytes as f64));
         }
 
         #[test]

@@ -11,7 +11,7 @@ mod page_map;
 
 pub use page_map::{PageMapFtl, GC_RESERVE_BLOCKS};
 
-use crate::config::{Config, FtlKind};
+use crate::config::{Config, Derived, FtlKind};
 use crate::nand::Geometry;
 use crate::placement::HandleCounters;
 use serde::Serialize;
@@ -33,11 +33,30 @@ pub enum Purpose {
 /// A flash command the FTL needs beyond the host page's own read or program. (A cached-mapping
 /// FTL will add translation-page reads and programs here, with the device honouring their
 /// completion before the data access that depends on them.)
+///
+/// Addresses are physical pages except in `MoveUnit`, which names physical mapping units.
+/// With one mapping unit per page GC moves whole pages (`Move`); with several, GC reads each
+/// victim page that holds valid units into the controller (`GcRead`), packs the units into
+/// pages of the GC frontier (`MoveUnit`, data only) and programs each page once it is full or
+/// its victim is done (`GcProgram`, after the reads before it in the list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlashOp {
     /// GC relocation of a valid page (copyback inside the die, or through the controller).
     Move {
         src: u32,
+        dst: u32,
+    },
+    /// GC reads a victim page into the controller.
+    GcRead {
+        src: u32,
+    },
+    /// A valid mapping unit moves from `src` to `dst` (physical units): its data follows.
+    MoveUnit {
+        src: u32,
+        dst: u32,
+    },
+    /// GC programs a page of relocated units.
+    GcProgram {
         dst: u32,
     },
     Erase {
@@ -46,63 +65,96 @@ pub enum FlashOp {
     },
 }
 
-/// One host page to write.
+/// One host mapping unit to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PageWrite {
-    pub lpa: u64,
+pub struct UnitWrite {
+    /// Logical mapping unit.
+    pub unit: u64,
     /// Placement handle (write frontier) resolved from the request's hints.
     pub handle: u32,
     /// Plane chosen by the device's allocation policy.
     pub plane: u32,
     /// Simulated time of the write (block age for cost-benefit GC).
     pub now_ns: u64,
-    /// Bytes of this page the host actually wrote (less than a page for sub-page writes).
+    /// Bytes of this unit the host actually wrote (less than a unit for sub-unit writes).
     pub host_bytes: u32,
 }
 
-/// Where a host page write went.
+/// Where a host unit write went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteOutcome {
-    /// The page that held the logical page before (now invalid), if any.
+    /// The physical unit that held the logical unit before (now invalid), if any.
     pub old: Option<u32>,
+    /// The physical unit it now occupies.
     pub new: u32,
+    /// It is the first unit of its page: the page takes a write-buffer slot.
+    pub opens_page: bool,
+    /// It is the last unit of its page: the page is complete and can be programmed.
+    pub fills_page: bool,
 }
 
 /// Cumulative FTL counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct FtlCounters {
-    pub host_pages_written: u64,
-    pub gc_pages_moved: u64,
+    /// Bytes the host wrote (sub-unit writes count what they wrote).
+    pub host_bytes_written: u64,
+    pub host_units_written: u64,
+    /// Pages programmed with host data (filled, or padded by a write-through or flush).
+    pub host_pages_programmed: u64,
+    pub gc_units_moved: u64,
+    /// Pages programmed by GC relocation.
+    pub gc_pages_programmed: u64,
+    /// Unit slots left empty when a page was programmed before it was full.
+    pub padded_units: u64,
     /// Victim blocks reclaimed.
     pub gc_invocations: u64,
     pub gc_background_invocations: u64,
     pub erases: u64,
-    pub trimmed_pages: u64,
+    pub trimmed_units: u64,
 }
 
 impl FtlCounters {
     /// Flash page programs: host pages plus GC relocations.
     pub fn flash_pages_programmed(&self) -> u64 {
-        self.host_pages_written + self.gc_pages_moved
+        self.host_pages_programmed + self.gc_pages_programmed
+    }
+
+    /// Write amplification: media bytes programmed over host bytes written (0 before any write).
+    pub fn waf(&self, page_bytes: u32) -> f64 {
+        if self.host_bytes_written == 0 {
+            return 0.0;
+        }
+        (self.flash_pages_programmed() * page_bytes as u64) as f64 / self.host_bytes_written as f64
     }
 }
 
 pub trait Ftl: Send {
     fn name(&self) -> &'static str;
-    /// The physical page holding `lpa`, if mapped; translation work goes into `ops`.
-    fn lookup(&mut self, lpa: u64, ops: &mut Vec<FlashOp>) -> Option<u32>;
-    /// Map `page.lpa` to a fresh page of its placement handle; foreground GC goes into `ops`.
-    fn write(&mut self, page: PageWrite, ops: &mut Vec<FlashOp>) -> Result<WriteOutcome, FtlError>;
-    /// Speed hint: `lpa` will be looked up or written soon (stage 1: its mapping entry).
-    fn prefetch(&self, _lpa: u64) {}
+    /// The physical unit holding logical unit `unit`, if mapped; translation work goes into
+    /// `ops`.
+    fn lookup(&mut self, unit: u64, ops: &mut Vec<FlashOp>) -> Option<u32>;
+    /// Is the page holding physical unit `unit` programmed (not still filling in the write
+    /// buffer)?
+    fn is_programmed(&self, unit: u32) -> bool;
+    /// Map `write.unit` to the next unit of its placement handle's frontier; foreground GC
+    /// goes into `ops`.
+    fn write(&mut self, write: UnitWrite, ops: &mut Vec<FlashOp>)
+        -> Result<WriteOutcome, FtlError>;
+    /// Does the host frontier of (`plane`, `handle`) have a partly filled page?
+    fn host_page_filling(&self, plane: u32, handle: u32) -> bool;
+    /// Program the host page `ppa` before it is full (a write-through or a flush): its empty
+    /// unit slots stay empty. False if it is not a partly filled page.
+    fn pad_page(&mut self, ppa: u32) -> bool;
+    /// Speed hint: `unit` will be looked up or written soon (stage 1: its mapping entry).
+    fn prefetch(&self, _unit: u64) {}
     /// Speed hint, a few requests later than [`Ftl::prefetch`]: the entries that depend on the
-    /// mapping (the old page's reverse entry).
-    fn prefetch_dependent(&self, _lpa: u64) {}
-    /// Deallocate `lpa`; GC will never copy it.
-    fn trim(&mut self, lpa: u64, ops: &mut Vec<FlashOp>);
+    /// mapping (the old unit's reverse entry).
+    fn prefetch_dependent(&self, _unit: u64) {}
+    /// Deallocate logical unit `unit`; GC will never copy it.
+    fn trim(&mut self, unit: u64, ops: &mut Vec<FlashOp>);
     /// Does `plane` want background GC (below its watermark, or a victim half collected)?
     fn wants_background_gc(&self, plane: u32) -> bool;
-    /// One background GC step in `plane`: at most `max_moves` page moves, and the erase of the
+    /// One background GC step in `plane`: at most `max_moves` pages' worth of moves, and the erase of the
     /// victim if the step empties it. False if there was nothing to do.
     fn background_gc(
         &mut self,
@@ -127,8 +179,13 @@ pub trait Ftl: Send {
 }
 
 /// The FTL registry.
-pub fn build_ftl(config: &Config, geometry: &Geometry, logical_pages: u64) -> Box<dyn Ftl> {
+pub fn build_ftl(config: &Config, geometry: &Geometry, derived: &Derived) -> Box<dyn Ftl> {
     match config.ftl.kind {
-        FtlKind::PageMap => Box::new(PageMapFtl::new(config, geometry, logical_pages)),
+        FtlKind::PageMap => Box::new(PageMapFtl::new(
+            config,
+            geometry,
+            derived.logical_units,
+            derived.units_per_page,
+        )),
     }
 }

@@ -1,5 +1,12 @@
 //! Ideal page-mapping FTL: the whole logical→physical table in controller RAM.
 //!
+//! The FTL maps *mapping units* (`ftl.mapping_unit_bytes`, 4 KiB by default), as controllers
+//! do: a flash page holds one or more units, and the units written to a frontier fill its open
+//! page slot by slot through the controller's write buffer, so a 4 KiB write on a 16 KiB-page
+//! device neither reads nor rewrites the rest of the page. A page is programmed once its last
+//! slot is taken, or earlier when the device pads it (write-through, or the end of a GC victim).
+//! Addresses in the tables are physical units: page × units per page + slot.
+//!
 //! Writes go to write frontiers, one per (plane, placement handle) for host data and one more per
 //! (plane, handle) for GC relocations, so data of different lifetimes never share an erase block
 //! (FDP's persistently isolated handles). The device chooses the plane of each host page (its
@@ -7,18 +14,20 @@
 //!
 //! GC is incremental and resumable (Lee et al., "Preemptible I/O scheduling of garbage
 //! collection for SSDs", IEEE TCAD 2013): each plane has at most one victim in collection, and a
-//! *step* moves at most a given number of its valid pages; the step that empties the victim
-//! erases it. At or below `gc_fg_free_blocks` free blocks, every host page written to the plane
-//! first runs a foreground step of `gc_step_pages` × (shortage + 1) moves, so host writes are
-//! slowed in proportion to the shortage rather than stalled behind a whole victim. The device
-//! runs background steps in idle time below `gc_bg_free_blocks`. One free block per plane is a
-//! hard reserve for the GC frontier: a host frontier never takes it, and a plane reaching it
-//! collects whole victims until it has more. Free blocks are allocated by the wear-levelling
-//! [`FreeBlockPool`]. State is kept in flat arrays (4 bytes per logical page, 4 per physical page
-//! plus a few dozen per block) so that a 1 TiB device fits in about 2 GB.
+//! *step* moves at most a given number of pages' worth of its valid units, whole source pages
+//! at a time (each is read once); the step that empties the victim erases it. At or below
+//! `gc_fg_free_blocks` free blocks, every host page opened in the plane first runs a foreground
+//! step of `gc_step_pages` × (shortage + 1) pages, so host writes are slowed in proportion to
+//! the shortage rather than stalled behind a whole victim. The device runs background steps in
+//! idle time below `gc_bg_free_blocks`. One free block per plane is a hard reserve for the GC
+//! frontier: a host frontier never takes it, and a plane reaching it collects whole victims
+//! until it has more. Free blocks are allocated by the wear-levelling [`FreeBlockPool`]. State
+//! is kept in flat arrays (4 bytes per logical unit, 4 per physical unit plus a few dozen per
+//! block) so that a 1 TiB device with 4 KiB units fits in about 2 GB.
 
-use super::{FlashOp, Ftl, FtlCounters, FtlError, PageWrite, Purpose, WriteOutcome};
+use super::{FlashOp, Ftl, FtlCounters, FtlError, Purpose, UnitWrite, WriteOutcome};
 use crate::config::Config;
+use crate::gc::destination::{gc_destination, FreeBlocks, GcDestination};
 use crate::gc::{victim_policy, BlockState, PlaneView, VictimPolicy};
 use crate::nand::prefetch::prefetch;
 use crate::nand::table::huge_table;
@@ -38,15 +47,30 @@ pub const GC_RESERVE_BLOCKS: usize = 1;
 #[derive(Debug, Clone, Copy)]
 struct GcJob {
     victim: u32,
-    /// Page offset in the victim from which valid pages are still to be moved.
+    /// The plane whose GC frontier receives its valid units.
+    destination: u32,
+    /// Page offset in the victim from which valid units are still to be moved.
     next_offset: u32,
+}
+
+/// A unit slot taken in a frontier.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    unit: u32,
+    opens_page: bool,
+    fills_page: bool,
 }
 
 pub struct PageMapFtl {
     geo: Geometry,
+    /// log2(units per page): physical unit = page << shift | slot.
+    unit_shift: u32,
+    units_per_block: u32,
+    page_bytes: u64,
     l2p: Vec<u32>,
     p2l: Vec<u32>,
-    valid_pages: Vec<u32>,
+    valid_units: Vec<u32>,
+    /// Unit slots taken in each block (programmed pages, and the open page's filled slots).
     write_ptr: Vec<u32>,
     state: Vec<BlockState>,
     closed_seq: Vec<u64>,
@@ -61,6 +85,7 @@ pub struct PageMapFtl {
     handles: u32,
     next_seq: u64,
     victim: Box<dyn VictimPolicy>,
+    destination: Box<dyn GcDestination>,
     fg_free_blocks: usize,
     bg_free_blocks: usize,
     step_pages: u32,
@@ -69,12 +94,13 @@ pub struct PageMapFtl {
     min_free_blocks: usize,
     counters: FtlCounters,
     handle_counters: Vec<HandleCounters>,
-    /// (source page, lpa) of the victim being collected; reused to avoid allocation.
-    victim_pages: Vec<(u32, u32)>,
+    /// (source unit, logical unit) of the victim being collected; reused to avoid allocation.
+    victim_units: Vec<(u32, u32)>,
 }
 
 impl PageMapFtl {
-    pub fn new(config: &Config, geo: &Geometry, logical_pages: u64) -> Self {
+    pub fn new(config: &Config, geo: &Geometry, logical_units: u64, units_per_page: u32) -> Self {
+        debug_assert!(units_per_page.is_power_of_two());
         let blocks = geo.blocks as usize;
         let handles = config.placement.handles;
         let mut pools: Vec<Box<dyn FreeBlockPool>> = Vec::with_capacity(geo.planes as usize);
@@ -85,11 +111,15 @@ impl PageMapFtl {
             }
             pools.push(pool);
         }
+        let unit_shift = units_per_page.trailing_zeros();
         PageMapFtl {
             geo: geo.clone(),
-            l2p: huge_table(logical_pages as usize, NONE),
-            p2l: huge_table(geo.physical_pages as usize, NONE),
-            valid_pages: vec![0; blocks],
+            unit_shift,
+            units_per_block: geo.pages_per_block << unit_shift,
+            page_bytes: config.geometry.page_size_bytes as u64,
+            l2p: huge_table(logical_units as usize, NONE),
+            p2l: huge_table((geo.physical_pages as usize) << unit_shift, NONE),
+            valid_units: vec![0; blocks],
             write_ptr: vec![0; blocks],
             state: vec![BlockState::Free; blocks],
             closed_seq: vec![0; blocks],
@@ -102,13 +132,14 @@ impl PageMapFtl {
             handles,
             next_seq: 0,
             victim: victim_policy(config.ftl.gc_policy),
+            destination: gc_destination(config.ftl.gc_destination),
             fg_free_blocks: config.ftl.gc_fg_free_blocks as usize,
             bg_free_blocks: config.ftl.gc_bg_free_blocks as usize,
             step_pages: config.ftl.gc_step_pages,
             min_free_blocks: usize::MAX,
             counters: FtlCounters::default(),
             handle_counters: vec![HandleCounters::default(); handles as usize],
-            victim_pages: Vec::with_capacity(geo.pages_per_block as usize),
+            victim_units: Vec::with_capacity(geo.pages_per_block as usize),
         }
     }
 
@@ -117,7 +148,30 @@ impl PageMapFtl {
         (plane as usize * self.handles as usize + handle as usize) * 2 + kind
     }
 
-    /// Next page of the (plane, handle, kind) frontier, opening a block when needed. A host
+    #[inline]
+    fn units_per_page(&self) -> u32 {
+        1 << self.unit_shift
+    }
+
+    #[inline]
+    fn block_of_unit(&self, unit: u32) -> usize {
+        self.geo.block_of(unit >> self.unit_shift) as usize
+    }
+
+    /// The first physical unit of `block`.
+    #[inline]
+    fn first_unit(&self, block: u32) -> u32 {
+        self.geo.first_page(block) << self.unit_shift
+    }
+
+    /// Does the next unit of the (plane, handle, kind) frontier start a new page?
+    #[inline]
+    fn at_page_start(&self, plane: u32, handle: u32, kind: usize) -> bool {
+        let block = self.open[self.slot(plane, handle, kind)];
+        block == NONE || self.write_ptr[block as usize] & (self.units_per_page() - 1) == 0
+    }
+
+    /// Next unit of the (plane, handle, kind) frontier, opening a block when needed. A host
     /// frontier never takes the GC reserve: a plane at it collects whole victims first.
     fn allocate(
         &mut self,
@@ -126,10 +180,10 @@ impl PageMapFtl {
         kind: usize,
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
-    ) -> Result<u32, FtlError> {
+    ) -> Result<Slot, FtlError> {
         let slot = self.slot(plane, handle, kind);
         let mut block = self.open[slot];
-        if block == NONE || self.write_ptr[block as usize] == self.geo.pages_per_block {
+        if block == NONE || self.write_ptr[block as usize] == self.units_per_block {
             if block != NONE {
                 self.close(block);
                 self.open[slot] = NONE;
@@ -158,16 +212,21 @@ impl PageMapFtl {
             }
             let b = block as usize;
             debug_assert_eq!(self.state[b], BlockState::Free);
-            debug_assert_eq!(self.valid_pages[b], 0);
+            debug_assert_eq!(self.valid_units[b], 0);
             self.state[b] = BlockState::Open;
             self.block_handle[b] = handle as u8;
             self.write_ptr[b] = 0;
             self.open[slot] = block;
         }
         let b = block as usize;
-        let ppa = self.geo.first_page(block) + self.write_ptr[b];
+        let offset = self.write_ptr[b];
         self.write_ptr[b] += 1;
-        Ok(ppa)
+        let mask = self.units_per_page() - 1;
+        Ok(Slot {
+            unit: self.first_unit(block) + offset,
+            opens_page: offset & mask == 0,
+            fills_page: (offset + 1) & mask == 0,
+        })
     }
 
     fn close(&mut self, block: u32) {
@@ -177,15 +236,29 @@ impl PageMapFtl {
     }
 
     #[inline]
-    fn invalidate(&mut self, ppa: u32) {
-        self.p2l[ppa as usize] = NONE;
-        let block = self.geo.block_of(ppa) as usize;
-        debug_assert!(self.valid_pages[block] > 0);
-        self.valid_pages[block] -= 1;
+    fn invalidate(&mut self, unit: u32) {
+        self.p2l[unit as usize] = NONE;
+        let block = self.block_of_unit(unit);
+        debug_assert!(self.valid_units[block] > 0);
+        self.valid_units[block] -= 1;
     }
 
-    /// Foreground GC before a host page goes to `plane`: at or below the watermark, a step
-    /// whose size grows with the shortage (smooth back-pressure on host writes).
+    /// Close the partly filled page of `block` (its empty slots stay empty); the page it was.
+    fn pad(&mut self, block: u32) -> Option<u32> {
+        let b = block as usize;
+        let mask = self.units_per_page() - 1;
+        let filled = self.write_ptr[b] & mask;
+        if filled == 0 {
+            return None;
+        }
+        let empty = self.units_per_page() - filled;
+        self.write_ptr[b] += empty;
+        self.counters.padded_units += empty as u64;
+        Some((self.first_unit(block) + self.write_ptr[b] - 1) >> self.unit_shift)
+    }
+
+    /// Foreground GC before a host page is opened in `plane`: at or below the watermark, a
+    /// step whose size grows with the shortage (smooth back-pressure on host writes).
     fn foreground_gc(
         &mut self,
         plane: u32,
@@ -200,13 +273,37 @@ impl PageMapFtl {
         Ok(())
     }
 
+    /// A plane other than the victim's receives GC data only while it keeps more free blocks
+    /// than this: a step takes at most two of its blocks, which leaves it at its foreground
+    /// watermark at worst, above the hard reserve its own GC needs.
+    fn foreign_gc_floor(&self) -> usize {
+        self.fg_free_blocks + 1
+    }
+
+    /// Program the partly filled page of the (plane, handle) GC frontier, if any.
+    fn pad_gc_frontier(&mut self, plane: u32, handle: u32, ops: &mut Vec<FlashOp>) {
+        let block = self.open[self.slot(plane, handle, GC)];
+        if block != NONE {
+            if let Some(dst) = self.pad(block) {
+                ops.push(FlashOp::GcProgram { dst });
+                self.count_gc_page(handle);
+            }
+        }
+    }
+
+    /// A page of relocated units is programmed.
+    fn count_gc_page(&mut self, handle: u32) {
+        self.counters.gc_pages_programmed += 1;
+        self.handle_counters[handle as usize].media_bytes_written += self.page_bytes;
+    }
+
     /// One step of GC in `plane`: choose a victim if none is in collection, move at most
-    /// `max_moves` of its valid pages, and erase it once it holds none. False when the plane
-    /// has no full block to collect.
+    /// `max_pages` pages' worth of its valid units (whole source pages), and erase it once it
+    /// holds none. False when the plane has no full block to collect.
     fn gc_step(
         &mut self,
         plane: u32,
-        max_moves: u32,
+        max_pages: u32,
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
     ) -> Result<bool, FtlError> {
@@ -216,12 +313,12 @@ impl PageMapFtl {
                 let range = self.geo.plane_blocks(plane);
                 let base = range.start;
                 let view = PlaneView {
-                    valid_pages: &self.valid_pages[range.clone()],
+                    valid_pages: &self.valid_units[range.clone()],
                     state: &self.state[range.clone()],
                     closed_seq: &self.closed_seq[range.clone()],
                     last_write_ns: &self.last_write_ns[range.clone()],
                     erase_count: &self.erase_count[range],
-                    pages_per_block: self.geo.pages_per_block,
+                    pages_per_block: self.units_per_block,
                     now_ns,
                 };
                 let Some(index) = self.victim.select(&view) else {
@@ -230,40 +327,62 @@ impl PageMapFtl {
                 let victim = (base + index) as u32;
                 // Out of the candidates while it is collected: never chosen twice.
                 self.state[victim as usize] = BlockState::Victim;
+                let pools = &self.pools;
+                let of = |p: u32| pools[p as usize].len();
+                let free = FreeBlocks {
+                    of: &of,
+                    planes: self.geo.planes,
+                    keep: self.foreign_gc_floor(),
+                };
                 GcJob {
                     victim,
+                    destination: self.destination.choose(plane, &free),
                     next_offset: 0,
                 }
             }
         };
+        let mut job = job;
         let victim = job.victim;
         let v = victim as usize;
         let handle = self.block_handle[v] as u32;
-        let first = self.geo.first_page(victim);
-        // Gather this step's valid pages first, then update their random L2P entries with
-        // prefetches a fixed distance ahead: misses overlap each other and the work in between.
-        let mut pages = std::mem::take(&mut self.victim_pages);
-        pages.clear();
+        if job.destination != plane
+            && self.pools[job.destination as usize].len() <= self.foreign_gc_floor()
+        {
+            // The other plane's free blocks ran low (other victims' data went there too): the
+            // rest comes home, and what went there is programmed first.
+            self.pad_gc_frontier(job.destination, handle, ops);
+            job.destination = plane;
+        }
+        let first = self.first_unit(victim);
+        let per_page = self.units_per_page();
+        // Gather this step's valid units first (whole source pages), then update their random
+        // L2P entries with prefetches a fixed distance ahead: misses overlap each other and the
+        // work in between.
+        let mut units = std::mem::take(&mut self.victim_units);
+        units.clear();
         let mut offset = job.next_offset;
-        let wanted = self.valid_pages[v].min(max_moves) as usize;
-        while pages.len() < wanted {
-            let src = first + offset;
+        let wanted = self.valid_units[v].min(max_pages.saturating_mul(per_page)) as usize;
+        while units.len() < wanted {
+            let page_first = first + offset * per_page;
             offset += 1;
-            let lpa = self.p2l[src as usize];
-            if lpa != NONE {
-                pages.push((src, lpa));
+            for src in page_first..page_first + per_page {
+                let lun = self.p2l[src as usize];
+                if lun != NONE {
+                    units.push((src, lun));
+                }
             }
         }
         const AHEAD: usize = 16;
-        for &(_, lpa) in pages.iter().take(AHEAD) {
-            prefetch(&self.l2p, lpa as usize);
+        for &(_, lun) in units.iter().take(AHEAD) {
+            prefetch(&self.l2p, lun as usize);
         }
         let mut result = Ok(());
-        for (i, &(src, lpa)) in pages.iter().enumerate() {
-            if let Some(&(_, next)) = pages.get(i + AHEAD) {
+        let mut last_read = NONE;
+        for (i, &(src, lun)) in units.iter().enumerate() {
+            if let Some(&(_, next)) = units.get(i + AHEAD) {
                 prefetch(&self.l2p, next as usize);
             }
-            let dst = match self.allocate(plane, handle, GC, now_ns, ops) {
+            let dst = match self.allocate(job.destination, handle, GC, now_ns, ops) {
                 Ok(dst) => dst,
                 Err(e) => {
                     result = Err(e);
@@ -271,26 +390,42 @@ impl PageMapFtl {
                 }
             };
             self.invalidate(src);
-            self.l2p[lpa as usize] = dst;
-            self.p2l[dst as usize] = lpa;
-            let db = self.geo.block_of(dst) as usize;
-            self.valid_pages[db] += 1;
+            self.l2p[lun as usize] = dst.unit;
+            self.p2l[dst.unit as usize] = lun;
+            let db = self.block_of_unit(dst.unit);
+            self.valid_units[db] += 1;
             self.last_write_ns[db] = self.last_write_ns[db].max(self.last_write_ns[v]);
-            ops.push(FlashOp::Move { src, dst });
-            self.counters.gc_pages_moved += 1;
-            self.handle_counters[handle as usize].media_bytes_written +=
-                self.geo.page_size_bytes as u64;
+            self.counters.gc_units_moved += 1;
+            if self.unit_shift == 0 {
+                ops.push(FlashOp::Move { src, dst: dst.unit });
+                self.count_gc_page(handle);
+                continue;
+            }
+            let src_page = src >> self.unit_shift;
+            if src_page != last_read {
+                ops.push(FlashOp::GcRead { src: src_page });
+                last_read = src_page;
+            }
+            ops.push(FlashOp::MoveUnit { src, dst: dst.unit });
+            if dst.fills_page {
+                ops.push(FlashOp::GcProgram {
+                    dst: dst.unit >> self.unit_shift,
+                });
+                self.count_gc_page(handle);
+            }
         }
-        self.victim_pages = pages;
+        self.victim_units = units;
         self.gc_jobs[plane as usize] = Some(GcJob {
-            victim,
             next_offset: offset,
+            ..job
         });
         result?;
-        if self.valid_pages[v] > 0 {
+        if self.valid_units[v] > 0 {
             return Ok(true);
         }
         self.gc_jobs[plane as usize] = None;
+        // The victim's last units must be on flash before it is erased.
+        self.pad_gc_frontier(job.destination, handle, ops);
         ops.push(FlashOp::Erase {
             block: victim,
             purpose: Purpose::Gc,
@@ -303,7 +438,7 @@ impl PageMapFtl {
         self.counters.gc_invocations += 1;
         self.counters.erases += 1;
         self.handle_counters[handle as usize].media_bytes_erased +=
-            self.geo.page_size_bytes as u64 * self.geo.pages_per_block as u64;
+            self.page_bytes * self.geo.pages_per_block as u64;
         Ok(true)
     }
 }
@@ -314,63 +449,113 @@ impl Ftl for PageMapFtl {
     }
 
     #[inline]
-    fn lookup(&mut self, lpa: u64, _ops: &mut Vec<FlashOp>) -> Option<u32> {
-        let ppa = self.l2p[lpa as usize];
-        (ppa != NONE).then_some(ppa)
+    fn lookup(&mut self, unit: u64, _ops: &mut Vec<FlashOp>) -> Option<u32> {
+        let pu = self.l2p[unit as usize];
+        (pu != NONE).then_some(pu)
     }
 
-    fn write(&mut self, page: PageWrite, ops: &mut Vec<FlashOp>) -> Result<WriteOutcome, FtlError> {
-        let PageWrite {
-            lpa,
+    #[inline]
+    fn is_programmed(&self, unit: u32) -> bool {
+        if self.unit_shift == 0 {
+            return true;
+        }
+        let block = self.block_of_unit(unit);
+        let offset = unit - self.first_unit(block as u32);
+        // Slots are taken in order and a page is programmed when its last slot is taken (or
+        // it is padded): the page is on flash once the write pointer has passed its end.
+        let page_end = (offset | (self.units_per_page() - 1)) + 1;
+        self.write_ptr[block] >= page_end
+    }
+
+    fn write(
+        &mut self,
+        write: UnitWrite,
+        ops: &mut Vec<FlashOp>,
+    ) -> Result<WriteOutcome, FtlError> {
+        let UnitWrite {
+            unit,
             handle,
             plane,
             now_ns,
             host_bytes,
-        } = page;
+        } = write;
         let h = handle as usize;
-        self.foreground_gc(plane, now_ns, ops)?;
-        let ppa = self.allocate(plane, handle, HOST, now_ns, ops)?;
+        if self.at_page_start(plane, handle, HOST) {
+            self.foreground_gc(plane, now_ns, ops)?;
+        }
+        let slot = self.allocate(plane, handle, HOST, now_ns, ops)?;
         // Read the old mapping only now: foreground GC above may have moved it.
-        let old = self.l2p[lpa as usize];
+        let old = self.l2p[unit as usize];
         if old != NONE {
             self.invalidate(old);
         }
-        self.l2p[lpa as usize] = ppa;
-        self.p2l[ppa as usize] = lpa as u32;
-        let block = self.geo.block_of(ppa) as usize;
-        self.valid_pages[block] += 1;
+        self.l2p[unit as usize] = slot.unit;
+        self.p2l[slot.unit as usize] = unit as u32;
+        let block = self.block_of_unit(slot.unit);
+        self.valid_units[block] += 1;
         self.last_write_ns[block] = now_ns;
-        self.counters.host_pages_written += 1;
+        self.counters.host_units_written += 1;
+        self.counters.host_bytes_written += host_bytes as u64;
         let counters = &mut self.handle_counters[h];
         counters.host_bytes_written += host_bytes as u64;
-        counters.media_bytes_written += self.geo.page_size_bytes as u64;
+        if slot.fills_page {
+            counters.media_bytes_written += self.page_bytes;
+            self.counters.host_pages_programmed += 1;
+        }
         Ok(WriteOutcome {
             old: (old != NONE).then_some(old),
-            new: ppa,
+            new: slot.unit,
+            opens_page: slot.opens_page,
+            fills_page: slot.fills_page,
         })
     }
 
     #[inline]
-    fn prefetch(&self, lpa: u64) {
-        prefetch(&self.l2p, lpa as usize);
+    fn host_page_filling(&self, plane: u32, handle: u32) -> bool {
+        !self.at_page_start(plane, handle, HOST)
+    }
+
+    fn pad_page(&mut self, ppa: u32) -> bool {
+        let block = self.geo.block_of(ppa);
+        let b = block as usize;
+        let page_first = (ppa << self.unit_shift) - self.first_unit(block);
+        // Only the page the write pointer is inside of is partly filled.
+        if self.state[b] != BlockState::Open
+            || self.write_ptr[b] <= page_first
+            || self.write_ptr[b] >= page_first + self.units_per_page()
+        {
+            return false;
+        }
+        if self.pad(block).is_none() {
+            return false;
+        }
+        self.counters.host_pages_programmed += 1;
+        let handle = self.block_handle[b] as usize;
+        self.handle_counters[handle].media_bytes_written += self.page_bytes;
+        true
     }
 
     #[inline]
-    fn prefetch_dependent(&self, lpa: u64) {
-        if let Some(&ppa) = self.l2p.get(lpa as usize) {
-            if ppa != NONE {
-                prefetch(&self.p2l, ppa as usize);
-                prefetch(&self.valid_pages, self.geo.block_of(ppa) as usize);
+    fn prefetch(&self, unit: u64) {
+        prefetch(&self.l2p, unit as usize);
+    }
+
+    #[inline]
+    fn prefetch_dependent(&self, unit: u64) {
+        if let Some(&pu) = self.l2p.get(unit as usize) {
+            if pu != NONE {
+                prefetch(&self.p2l, pu as usize);
+                prefetch(&self.valid_units, self.block_of_unit(pu));
             }
         }
     }
 
-    fn trim(&mut self, lpa: u64, _ops: &mut Vec<FlashOp>) {
-        let old = self.l2p[lpa as usize];
+    fn trim(&mut self, unit: u64, _ops: &mut Vec<FlashOp>) {
+        let old = self.l2p[unit as usize];
         if old != NONE {
             self.invalidate(old);
-            self.l2p[lpa as usize] = NONE;
-            self.counters.trimmed_pages += 1;
+            self.l2p[unit as usize] = NONE;
+            self.counters.trimmed_units += 1;
         }
     }
 
@@ -432,27 +617,33 @@ impl Ftl for PageMapFtl {
     }
 
     fn check_invariants(&self) -> Result<(), String> {
-        for (lpa, &ppa) in self.l2p.iter().enumerate() {
-            if ppa != NONE && self.p2l[ppa as usize] != lpa as u32 {
+        for (lun, &pu) in self.l2p.iter().enumerate() {
+            if pu != NONE && self.p2l[pu as usize] != lun as u32 {
                 return Err(format!(
-                    "lpa {lpa} maps to ppa {ppa}, whose p2l is {}",
-                    self.p2l[ppa as usize]
+                    "unit {lun} maps to physical unit {pu}, whose p2l is {}",
+                    self.p2l[pu as usize]
                 ));
             }
         }
-        let mut valid = vec![0u32; self.valid_pages.len()];
-        for (ppa, &lpa) in self.p2l.iter().enumerate() {
-            if lpa != NONE {
-                if self.l2p[lpa as usize] != ppa as u32 {
+        let mut valid = vec![0u32; self.valid_units.len()];
+        for (pu, &lun) in self.p2l.iter().enumerate() {
+            if lun != NONE {
+                if self.l2p[lun as usize] != pu as u32 {
                     return Err(format!(
-                        "ppa {ppa} claims lpa {lpa}, which maps to {}",
-                        self.l2p[lpa as usize]
+                        "physical unit {pu} claims unit {lun}, which maps to {}",
+                        self.l2p[lun as usize]
                     ));
                 }
-                valid[self.geo.block_of(ppa as u32) as usize] += 1;
+                let block = self.block_of_unit(pu as u32);
+                if pu as u32 - self.first_unit(block as u32) >= self.write_ptr[block] {
+                    return Err(format!(
+                        "physical unit {pu} is valid past its block's write pointer"
+                    ));
+                }
+                valid[block] += 1;
             }
         }
-        if valid != self.valid_pages {
+        if valid != self.valid_units {
             return Err("per-block valid counts disagree with the P2L table".into());
         }
         for plane in 0..self.geo.planes {
@@ -486,27 +677,62 @@ mod tests {
     use std::collections::HashMap;
 
     fn small() -> (Config, Geometry, u64) {
+        small_with(4096, 4096)
+    }
+
+    /// A small SLC device with `page` B pages mapped in `unit` B units.
+    fn small_with(page: u32, unit: u32) -> (Config, Geometry, u64) {
         let cfg = Config::from_toml(
-            "[geometry]\nchannels=2\nchips_per_channel=1\ndies_per_chip=1\nplanes_per_die=2\nblocks_per_plane=32\npages_per_block=16\nover_provisioning=0.35\n[cell]\ntype=\"slc\"\n[placement]\nhandles=2\n",
+            &format!("[geometry]\nchannels=2\nchips_per_channel=1\ndies_per_chip=1\nplanes_per_die=2\nblocks_per_plane=32\npages_per_block=16\npage_size_bytes={page}\nover_provisioning=0.35\n[cell]\ntype=\"slc\"\n[placement]\nhandles=2\n[ftl]\nmapping_unit_bytes={unit}\n"),
             "t",
             &[],
         )
         .unwrap();
         let d = cfg.derived();
         let g = Geometry::new(&cfg, &d);
-        (cfg, g, d.logical_pages)
+        (cfg, g, d.logical_units)
+    }
+
+    fn ftl_for(cfg: &Config, geo: &Geometry, logical: u64) -> PageMapFtl {
+        let units_per_page = cfg.derived().units_per_page;
+        PageMapFtl::new(cfg, geo, logical, units_per_page)
     }
 
     /// Model-based test: the real FTL against a map that remembers each lpa's last write.
     #[test]
     fn random_operations_match_a_reference_model() {
-        let (cfg, geo, logical) = small();
+        for (page, unit, destination) in [
+            (4096, 4096, "victim_plane"),
+            (16384, 4096, "victim_plane"),
+            (8192, 512, "victim_plane"),
+            (4096, 4096, "most_free"),
+            (16384, 4096, "most_free"),
+        ] {
+            random_operations_match_a_reference_model_with(page, unit, destination);
+        }
+    }
+
+    fn random_operations_match_a_reference_model_with(page: u32, unit: u32, destination: &str) {
+        let (mut cfg, geo, logical) = small_with(page, unit);
+        cfg.ftl.gc_destination = match destination {
+            "most_free" => crate::config::GcDestinationKind::MostFree,
+            _ => crate::config::GcDestinationKind::VictimPlane,
+        };
+        let mut moved_across = 0u64;
+        let shift = (page / unit).trailing_zeros();
         for seed in 0..4u64 {
-            let mut ftl = PageMapFtl::new(&cfg, &geo, logical);
+            let mut ftl = ftl_for(&cfg, &geo, logical);
             let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
             let mut reference: HashMap<u64, ()> = HashMap::new();
+            // What the ops say each physical unit holds, and the pages programmed since their
+            // block's last erase (NAND programs a page once).
+            let mut holds: HashMap<u32, u64> = HashMap::new();
+            let mut programmed: std::collections::HashSet<u32> = Default::default();
+            let mut programs = 0u64;
             let mut ops = Vec::new();
-            for step in 0..20_000u64 {
+            let ctx = |seed: u64, step: u64| format!("{page}/{unit} seed {seed} step {step}");
+            // Enough overwrites for GC to run a while whatever the unit count.
+            for step in 0..(4 * logical).max(20_000) {
                 let lpa = rng.gen_range(0..logical);
                 if rng.gen_bool(0.1) {
                     ftl.trim(lpa, &mut ops);
@@ -515,46 +741,121 @@ mod tests {
                     let handle = rng.gen_range(0..2);
                     let out = ftl
                         .write(
-                            PageWrite {
-                                lpa,
+                            UnitWrite {
+                                unit: lpa,
                                 handle,
                                 plane: geo.stripe_order[(step % geo.planes as u64) as usize],
                                 now_ns: step,
-                                host_bytes: 4096,
+                                host_bytes: unit,
                             },
                             &mut ops,
                         )
-                        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                        .unwrap_or_else(|e| panic!("{}: {e}", ctx(seed, step)));
                     assert_eq!(
                         out.old.is_some(),
                         reference.contains_key(&lpa),
-                        "seed {seed} step {step}"
+                        "{}",
+                        ctx(seed, step)
                     );
                     reference.insert(lpa, ());
+                    // The FTL's own work comes first in time, then this unit.
+                    let mut last_read = NONE;
+                    for op in &ops {
+                        match *op {
+                            FlashOp::Move { src, dst } => {
+                                moved_across += (geo.plane_of(src) != geo.plane_of(dst)) as u64;
+                                holds.insert(dst, holds[&src]);
+                                assert!(
+                                    programmed.insert(dst),
+                                    "{}: page {dst} twice",
+                                    ctx(seed, step)
+                                );
+                                programs += 1;
+                            }
+                            FlashOp::GcRead { src } => last_read = src,
+                            FlashOp::MoveUnit { src, dst } => {
+                                assert_eq!(
+                                    src >> shift,
+                                    last_read,
+                                    "{}: unit moved unread",
+                                    ctx(seed, step)
+                                );
+                                moved_across += (geo.plane_of(src >> shift)
+                                    != geo.plane_of(dst >> shift))
+                                    as u64;
+                                holds.insert(dst, holds[&src]);
+                            }
+                            FlashOp::GcProgram { dst } => {
+                                assert!(
+                                    programmed.insert(dst),
+                                    "{}: page {dst} twice",
+                                    ctx(seed, step)
+                                );
+                                programs += 1;
+                            }
+                            FlashOp::Erase { block, .. } => {
+                                for p in geo.first_page(block)
+                                    ..geo.first_page(block) + geo.pages_per_block
+                                {
+                                    programmed.remove(&p);
+                                }
+                            }
+                        }
+                    }
+                    holds.insert(out.new, lpa);
+                    let page_of_new = out.new >> shift;
+                    assert_eq!(out.opens_page, out.new & ((1 << shift) - 1) == 0);
+                    if out.fills_page || (rng.gen_bool(0.05) && ftl.pad_page(page_of_new)) {
+                        assert!(
+                            programmed.insert(page_of_new),
+                            "{}: host page twice",
+                            ctx(seed, step)
+                        );
+                        programs += 1;
+                    }
+                    assert_eq!(
+                        ftl.is_programmed(out.new),
+                        programmed.contains(&page_of_new)
+                    );
                 }
                 ops.clear();
                 if step % 997 == 0 {
                     ftl.check_invariants()
-                        .unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
+                        .unwrap_or_else(|e| panic!("{}: {e}", ctx(seed, step)));
                 }
             }
             for lpa in 0..logical {
-                assert_eq!(
-                    ftl.lookup(lpa, &mut ops).is_some(),
-                    reference.contains_key(&lpa),
-                    "seed {seed}"
-                );
+                let found = ftl.lookup(lpa, &mut ops);
+                assert_eq!(found.is_some(), reference.contains_key(&lpa), "seed {seed}");
+                if let Some(pu) = found {
+                    assert_eq!(
+                        holds[&pu], lpa,
+                        "{page}/{unit} seed {seed}: data of unit {lpa}"
+                    );
+                }
             }
             ftl.check_invariants().unwrap();
             let c = ftl.counters();
             assert!(c.gc_invocations > 0 && c.erases == c.gc_invocations);
+            assert_eq!(c.flash_pages_programmed(), programs);
+            let media: u64 = ftl
+                .handle_counters()
+                .iter()
+                .map(|h| h.media_bytes_written)
+                .sum();
+            assert_eq!(media, programs * page as u64);
+            assert_eq!(
+                moved_across > 0,
+                destination == "most_free",
+                "{page}/{unit} {destination}: {moved_across} moves to other planes"
+            );
         }
     }
 
     #[test]
     fn gc_keeps_handles_apart() {
         let (cfg, geo, logical) = small();
-        let mut ftl = PageMapFtl::new(&cfg, &geo, logical);
+        let mut ftl = ftl_for(&cfg, &geo, logical);
         let mut ops = Vec::new();
         let half = logical / 2;
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
@@ -562,8 +863,8 @@ mod tests {
             let lpa = rng.gen_range(0..logical);
             let handle = (lpa >= half) as u32;
             ftl.write(
-                PageWrite {
-                    lpa,
+                UnitWrite {
+                    unit: lpa,
                     handle,
                     plane: geo.stripe_order[(i % geo.planes as u64) as usize],
                     now_ns: i,
@@ -575,8 +876,8 @@ mod tests {
             ops.clear();
         }
         for lpa in 0..logical {
-            if let Some(ppa) = ftl.lookup(lpa, &mut ops) {
-                let block = geo.block_of(ppa) as usize;
+            if let Some(unit) = ftl.lookup(lpa, &mut ops) {
+                let block = ftl.block_of_unit(unit);
                 assert_eq!(
                     ftl.block_handle[block] as u64,
                     (lpa >= half) as u64,

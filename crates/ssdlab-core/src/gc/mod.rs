@@ -2,6 +2,8 @@
 //! blocks. The FTL owns the mechanism (moving valid pages, erasing) and asks a policy which
 //! block to reclaim. Adding a policy touches its own file and the registry in [`victim_policy`].
 
+pub mod destination;
+
 mod cost_benefit;
 mod fifo;
 mod greedy;

@@ -22,7 +22,7 @@
 use super::{page_span, Device, DeviceError};
 use crate::config::UnmappedRead;
 use crate::ecc;
-use crate::ftl::{FlashOp, PageWrite};
+use crate::ftl::{FlashOp, UnitWrite};
 use crate::nand::die::{ActiveOp, Die};
 use crate::nand::timing::Timeline;
 use crate::request::{HostRequest, Op};
@@ -30,7 +30,7 @@ use crate::sched::{
     queue_of, scheduler, Candidate, DieContext, Heads, Scheduler, TxnClass, TxnKind, QUEUES,
 };
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 const NONE: u32 = u32::MAX;
 
@@ -107,6 +107,63 @@ enum Event {
     IdleGc { die: u32 },
 }
 
+/// Pending events in (time, sequence) order. The heap holds packed keys
+/// `time << 64 | seq << 32 | slot` and the events sit in a slot table, so reordering the heap
+/// moves 16 bytes per entry and compares one integer. Sequence numbers have 32 bits: before
+/// they run out, the pending events are renumbered in their order.
+#[derive(Default)]
+struct EventQueue {
+    heap: BinaryHeap<Reverse<u128>>,
+    slots: Vec<Event>,
+    free: Vec<u32>,
+    seq: u64,
+}
+
+impl EventQueue {
+    const SEQ_LIMIT: u64 = 1 << 32;
+
+    fn push(&mut self, time_ns: u64, event: Event) {
+        if self.seq == Self::SEQ_LIMIT {
+            self.renumber();
+        }
+        let slot = slab_insert(&mut self.slots, &mut self.free, event);
+        self.heap.push(Reverse(
+            (time_ns as u128) << 64 | (self.seq as u128) << 32 | slot as u128,
+        ));
+        self.seq += 1;
+    }
+
+    fn peek(&self) -> Option<(u64, Event)> {
+        self.heap
+            .peek()
+            .map(|&Reverse(key)| ((key >> 64) as u64, self.slots[key as u32 as usize]))
+    }
+
+    fn pop(&mut self) -> Option<(u64, Event)> {
+        let Reverse(key) = self.heap.pop()?;
+        let slot = key as u32;
+        self.free.push(slot);
+        Some(((key >> 64) as u64, self.slots[slot as usize]))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    /// Give the pending events sequence numbers 0, 1, ... in their present order.
+    fn renumber(&mut self) {
+        let mut keys: Vec<u128> = self.heap.drain().map(|Reverse(key)| key).collect();
+        keys.sort_unstable();
+        let low = (1u128 << 32) - 1;
+        self.heap = keys
+            .iter()
+            .enumerate()
+            .map(|(seq, &key)| Reverse(key >> 64 << 64 | (seq as u128) << 32 | key & low))
+            .collect();
+        self.seq = keys.len() as u64;
+    }
+}
+
 /// One finished request of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct EngineCompletion {
@@ -119,8 +176,7 @@ pub(crate) struct EngineCompletion {
 
 pub(crate) struct Engine {
     now_ns: u64,
-    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
-    event_seq: u64,
+    events: EventQueue,
     txns: Vec<Txn>,
     free_txns: Vec<u32>,
     batches: Vec<Batch>,
@@ -128,6 +184,9 @@ pub(crate) struct Engine {
     dies: Vec<Die>,
     /// The queues of each die (`QUEUES` per die, see `sched::queue_of`), in arrival order.
     queues: Vec<VecDeque<u32>>,
+    /// Transactions in each die's queues (a die with none is idle at once, without looking
+    /// at its queues).
+    queued: Vec<u32>,
     enqueue_seq: u64,
     /// Per die: a background-GC check is pending, and when the die last became idle.
     idle_gc_pending: Vec<bool>,
@@ -141,7 +200,10 @@ pub(crate) struct Engine {
     planes_per_die: u32,
     sched: Box<dyn Scheduler>,
     requests: Vec<RequestState>,
-    done: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Finished requests by (completion time, order finished), packed as
+    /// `complete << 64 | seq << 16 | slot` (run slots fit 16 bits): the heap moves 16 bytes
+    /// per entry.
+    done: BinaryHeap<Reverse<u128>>,
     done_seq: u64,
     buffer_used: u32,
     buffer_next_id: u64,
@@ -153,6 +215,11 @@ pub(crate) struct Engine {
     bg_plane_cursor: Vec<u32>,
     /// Scratch list of the move reads of a GC step.
     scratch_reads: Vec<u32>,
+    /// Programs of host pages still filling, by page: created with the page's first unit so
+    /// that its read-modify-write reads can gate it, queued once the page is full.
+    staged_programs: BTreeMap<u32, u32>,
+    /// Scratch list of a host read's (page, bytes): no allocation per read.
+    scratch_pages: Vec<(u32, u64)>,
     /// The run will issue no more requests: no new background GC steps (the run ends with
     /// its last completion, and work after it would belong to no request of the run).
     source_done: bool,
@@ -163,27 +230,21 @@ impl Engine {
         let dies = dev.derived.dies as usize;
         let g = &dev.config.geometry;
         let mut die_state = vec![Die::default(); dies];
-        let mut events = BinaryHeap::new();
-        let mut event_seq = 0;
+        let mut events = EventQueue::default();
         // Work reserved before the run (direct submissions) keeps its dies busy.
         for (d, die) in die_state.iter_mut().enumerate() {
             die.free_at_ns = dev.timeline.die_free_ns(d as u32);
             if die.free_at_ns > dev.now_ns {
-                events.push(Reverse((
-                    die.free_at_ns,
-                    event_seq,
-                    Event::DieFree {
-                        die: d as u32,
-                        generation: 0,
-                    },
-                )));
-                event_seq += 1;
+                let event = Event::DieFree {
+                    die: d as u32,
+                    generation: 0,
+                };
+                events.push(die.free_at_ns, event);
             }
         }
         Engine {
             now_ns: dev.now_ns,
             events,
-            event_seq,
             txns: Vec::with_capacity(1024),
             free_txns: Vec::new(),
             batches: Vec::new(),
@@ -191,6 +252,7 @@ impl Engine {
             die_load_ns: die_state.iter().map(|d| d.free_at_ns).collect(),
             dies: die_state,
             queues: vec![VecDeque::new(); dies * QUEUES],
+            queued: vec![0; dies],
             enqueue_seq: 0,
             idle_gc_pending: vec![false; dies],
             idle_since_ns: vec![0; dies],
@@ -214,17 +276,30 @@ impl Engine {
             flushes: Vec::new(),
             bg_plane_cursor: vec![0; dies],
             scratch_reads: Vec::new(),
+            staged_programs: BTreeMap::new(),
+            scratch_pages: Vec::new(),
             source_done: false,
         }
     }
 
     fn schedule(&mut self, time_ns: u64, event: Event) {
-        self.events.push(Reverse((time_ns, self.event_seq, event)));
-        self.event_seq += 1;
+        self.events.push(time_ns, event);
     }
 
     fn new_txn(&mut self, txn: Txn) -> u32 {
         slab_insert(&mut self.txns, &mut self.free_txns, txn)
+    }
+
+    /// Add a GC transaction for `request` (or NONE), counting its die's queued work.
+    fn gc_txn(&mut self, mut t: Txn, request: u32, background: bool) -> u32 {
+        t.request = request;
+        t.background = background;
+        let id = self.new_txn(t);
+        self.queued_work_ns[t.die as usize] += t.array_ns;
+        if request != NONE {
+            self.request(request).pending += 1;
+        }
+        id
     }
 
     fn new_batch(&mut self) -> u32 {
@@ -236,10 +311,7 @@ impl Engine {
     }
 
     fn die_queues_empty(&self, die: u32) -> bool {
-        let first = die as usize * QUEUES;
-        self.queues[first..first + QUEUES]
-            .iter()
-            .all(|q| q.is_empty())
+        self.queued[die as usize] == 0
     }
 
     fn refresh_load(&mut self, die: u32) {
@@ -267,7 +339,10 @@ impl Engine {
         r.pending -= 1;
         if r.pending == 0 {
             let complete = r.complete_ns;
-            self.done.push(Reverse((complete, self.done_seq, slot)));
+            debug_assert!(slot < 1 << 16, "run slots fit 16 bits");
+            let order = (self.done_seq & ((1 << 48) - 1)) << 16 | slot as u64;
+            self.done
+                .push(Reverse((complete as u128) << 64 | order as u128));
             self.done_seq += 1;
         }
     }
@@ -336,7 +411,6 @@ impl Device {
     /// start it or suspend the die for it.
     fn enqueue_at(&mut self, id: u32, time_ns: u64) {
         let suspend = self.config.cell.suspend;
-        let (suspend_ns, max_suspends) = (self.derived.suspend_ns, self.derived.max_suspends);
         let e = self.engine.as_mut().expect("engine");
         if time_ns > e.now_ns {
             e.schedule(time_ns, Event::Enqueue { txn: id });
@@ -347,22 +421,32 @@ impl Device {
         t.enqueued_ns = now;
         t.enqueue_seq = e.enqueue_seq;
         e.enqueue_seq += 1;
-        // Only a read the host waits for itself suspends: a read-modify-write read is served
-        // first but does not spend the operation's suspensions that host reads need.
+        // Host reads suspend, read-modify-write reads too (queued as host reads: the write's
+        // program waits for them); GC reads do not (suspending for them only delays both).
         let suspends_for = t.class == TxnClass::HostRead;
         let (die, class) = (t.die, t.class);
         e.queues[die as usize * QUEUES + queue_of(t.kind, class)].push_back(id);
+        e.queued[die as usize] += 1;
         let d = &mut e.dies[die as usize];
         if !d.is_busy(now) {
             self.dispatch(die);
-        } else if suspends_for && suspend && d.can_suspend(now, max_suspends) {
-            let free = d.suspend(now, suspend_ns);
-            let generation = d.generation;
-            e.schedule(free, Event::DieFree { die, generation });
-            e.refresh_load(die);
-            self.flash.suspensions += 1;
-            self.timeline.add_busy(die, suspend_ns);
+        } else if suspends_for && suspend && d.can_suspend(now) {
+            self.suspend_die(die);
         }
+    }
+
+    /// Suspend the operation in service on `die` (the caller checked that it may be) so that
+    /// the host reads queued there are served.
+    fn suspend_die(&mut self, die: u32) {
+        let suspend_ns = self.derived.suspend_ns;
+        let e = self.engine.as_mut().expect("engine");
+        let d = &mut e.dies[die as usize];
+        let free = d.suspend(e.now_ns, suspend_ns);
+        let generation = d.generation;
+        e.schedule(free, Event::DieFree { die, generation });
+        e.refresh_load(die);
+        self.flash.suspensions += 1;
+        self.timeline.add_busy(die, suspend_ns);
     }
 
     /// One of the things `id` waits for is done at `at`: queue it once nothing is left.
@@ -387,31 +471,29 @@ impl Device {
             return;
         }
         let reads_only = e.dies[d].suspended.is_some();
-        let channel = die / e.dies_per_channel;
-        let context = DieContext {
-            now_ns: now,
-            channel_free: e.channel_free_ns[channel as usize] <= now,
-            reads_only,
-        };
-        let mut heads: Heads = [None; QUEUES];
-        let mut any = false;
-        for (q, head) in heads.iter_mut().enumerate() {
-            if let Some(&id) = e.queues[d * QUEUES + q].front() {
-                let t = &e.txns[id as usize];
-                *head = Some(Candidate {
-                    kind: t.kind,
-                    class: t.class,
-                    enqueued_ns: t.enqueued_ns,
-                    seq: t.enqueue_seq,
-                    needs_channel_first: t.kind == TxnKind::Program && t.transfers > 0,
-                });
-                any = true;
-            }
-        }
-        let pick = if any {
-            e.sched.pick(&heads, &context)
-        } else {
+        let pick = if e.queued[d] == 0 {
             None
+        } else {
+            let channel = die / e.dies_per_channel;
+            let context = DieContext {
+                now_ns: now,
+                channel_free: e.channel_free_ns[channel as usize] <= now,
+                reads_only,
+            };
+            let mut heads: Heads = [None; QUEUES];
+            for (q, head) in heads.iter_mut().enumerate() {
+                if let Some(&id) = e.queues[d * QUEUES + q].front() {
+                    let t = &e.txns[id as usize];
+                    *head = Some(Candidate {
+                        kind: t.kind,
+                        class: t.class,
+                        enqueued_ns: t.enqueued_ns,
+                        seq: t.enqueue_seq,
+                        needs_channel_first: t.kind == TxnKind::Program && t.transfers > 0,
+                    });
+                }
+            }
+            e.sched.pick(&heads, &context)
         };
         match pick {
             Some(index) => self.start(die, index),
@@ -496,11 +578,13 @@ impl Device {
         const MERGE_WINDOW: usize = 16;
         let xfer_ns = self.derived.page_transfer_ns;
         let cache_read = self.config.channel.cache_read;
+        let max_suspends = self.derived.max_suspends;
         let e = self.engine.as_mut().expect("engine");
         let now = e.now_ns;
         let d = die as usize;
         let q = d * QUEUES + queue;
         let leader = e.queues[q].pop_front().expect("a queued transaction");
+        e.queued[d] -= 1;
         let lt = e.txns[leader as usize];
         // Multi-plane: same kind and page offset on other planes, same class (a melded read
         // senses a whole wordline on its own).
@@ -527,6 +611,7 @@ impl Device {
                     && planes_used & bit == 0
                 {
                     e.queues[q].remove(i);
+                    e.queued[d] -= 1;
                     planes_used |= bit;
                     e.txns[tail as usize].group_next = id;
                     tail = id;
@@ -588,6 +673,9 @@ impl Device {
             array_start_ns: array_start,
             end_ns: die_free,
             suspends: 0,
+            // A GC step's copybacks are programs of their own, each with the budget of one
+            // (fused into one die operation only to spare events).
+            max_suspends: max_suspends * lt.moves.max(1),
             read_done_with_die: data_end == die_free,
         });
         let generation = e.dies[d].generation;
@@ -599,6 +687,24 @@ impl Device {
         }
         e.refresh_load(die);
         self.timeline.add_busy(die, array_ns);
+        if lt.kind != TxnKind::Read {
+            self.suspend_for_waiting_reads(die);
+        }
+    }
+
+    /// A program or erase just started on `die` while host reads wait there (the policy chose
+    /// it over them: aged past their priority, or `fcfs`): the reads suspend it at once, within
+    /// its budget, as they would had they arrived a moment later. Without this a read that
+    /// found the die busy with a GC read would wait for the whole program chosen next.
+    fn suspend_for_waiting_reads(&mut self, die: u32) {
+        if !self.config.cell.suspend {
+            return;
+        }
+        let e = self.engine.as_ref().expect("engine");
+        let reads = die as usize * QUEUES + queue_of(TxnKind::Read, TxnClass::HostRead);
+        if !e.queues[reads].is_empty() && e.dies[die as usize].can_suspend(e.now_ns) {
+            self.suspend_die(die);
+        }
     }
 
     /// The operation in service on `die` ended: programs and erases complete their
@@ -755,58 +861,41 @@ impl Device {
         }
     }
 
-    /// Count one GC page move (read and program, both with the page's OOB) taking `busy` of
-    /// array and bus time, for the request log too, and move its stored data.
-    fn count_gc_move(&mut self, src: u32, dst: u32, busy: u64, background: bool) {
-        self.flash.array_reads += 1;
-        self.flash.programs += 1;
-        self.flash.oob_reads += 1;
-        self.flash.oob_writes += 1;
-        self.flash.gc_busy_ns += busy;
-        if background {
-            self.flash.gc_background_ns += busy;
-        }
-        self.work.reads += 1;
-        self.work.programs += 1;
-        self.work.oob_reads += 1;
-        self.work.flash_ns += busy;
-        if let Some(store) = &mut self.store {
-            store.relocate(src, dst);
-        }
-    }
-
     /// Turn the FTL's GC work into queued transactions: each move a read released into a
-    /// program, the victim's erase after the step's reads. `request` (or NONE) waits for all.
+    /// program, each packed GC page's program after the reads that fetched its units, the
+    /// victim's erase after the step's reads. `request` (or NONE) waits for all.
     fn gc_ops_to_txns(&mut self, ops: &[FlashOp], request: u32, class: TxnClass, background: bool) {
         if ops.is_empty() {
             return;
         }
-        let xfer = self.derived.page_transfer_ns;
-        let page_bytes = self.page_size() as u64;
-        let codewords = self.derived.codewords_per_page as u64;
         let now = self.engine().now_ns;
         // One batch per victim: the FTL lists a victim's moves, then its erase (a foreground
         // collection at the hard reserve may reclaim several victims in one list).
         let mut batch = self.engine().new_batch();
-        let mut reads = std::mem::take(&mut self.engine().scratch_reads);
-        reads.clear();
+        let mut ready_now = std::mem::take(&mut self.engine().scratch_reads);
+        ready_now.clear();
         // Copyback moves on one die run back to back as one die operation (the GC step),
         // one event instead of three per page; a host read may suspend it like a program.
         let mut fused = NONE;
+        // What the next packed GC program waits for: the read that fetched its last units, or
+        // the program before it (programs of one frontier go in order).
+        let mut feeder = NONE;
         for op in ops {
-            if !matches!(*op, FlashOp::Move { src, dst } if self.config.ftl.gc_copyback && self.geo.die_of(src) == self.geo.die_of(dst))
-            {
+            let copyback_move = matches!(*op, FlashOp::Move { src, dst }
+                if self.config.ftl.gc_copyback && self.geo.die_of(src) == self.geo.die_of(dst));
+            if !copyback_move {
                 fused = NONE;
             }
             match *op {
-                FlashOp::Move { src, dst }
-                    if self.config.ftl.gc_copyback
-                        && self.geo.die_of(src) == self.geo.die_of(dst) =>
-                {
+                FlashOp::Move { src, dst } if copyback_move => {
                     let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
                     let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
                     let busy = t_read + t_prog;
-                    self.count_gc_move(src, dst, busy, background);
+                    self.count_gc_read(t_read, false, background);
+                    self.count_gc_program(t_prog, false, background);
+                    if let Some(store) = &mut self.store {
+                        store.relocate(src, dst);
+                    }
                     let die = self.geo.die_of(src);
                     let e = self.engine();
                     if fused != NONE && e.txns[fused as usize].die == die {
@@ -827,7 +916,7 @@ impl Device {
                         if request != NONE {
                             e.request(request).pending += 1;
                         }
-                        reads.push(fused);
+                        ready_now.push(fused);
                     }
                     let e = self.engine();
                     e.queued_work_ns[die as usize] += busy;
@@ -835,56 +924,47 @@ impl Device {
                 FlashOp::Move { src, dst } => {
                     let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
                     let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
-                    let copyback =
-                        self.config.ftl.gc_copyback && self.geo.die_of(src) == self.geo.die_of(dst);
-                    let transfers = if copyback { 0 } else { 1 };
-                    let mut busy = t_read + t_prog;
-                    if !copyback {
-                        self.flash.codewords_decoded += codewords;
-                        self.flash.codewords_encoded += codewords;
-                        self.flash.bytes_transferred += 2 * page_bytes;
-                        busy += 2 * xfer;
+                    self.count_gc_read(t_read, true, background);
+                    self.count_gc_program(t_prog, true, background);
+                    if let Some(store) = &mut self.store {
+                        store.relocate(src, dst);
                     }
-                    self.count_gc_move(src, dst, busy, background);
                     let mut program = self.at_page(txn(TxnKind::Program, class, t_prog), dst);
-                    program.transfers = transfers;
+                    program.transfers = 1;
                     program.gates = 1;
-                    program.request = request;
-                    program.background = background;
-                    let mut read = self.at_page(txn(TxnKind::Read, class, t_read), src);
-                    read.transfers = transfers;
-                    read.request = request;
-                    read.batch = batch;
-                    read.background = background;
-                    read.after_ns = if copyback {
-                        0
-                    } else {
-                        self.derived.decode_ns + self.derived.encode_ns
-                    };
-                    let e = self.engine();
-                    let p = e.new_txn(program);
-                    read.next = p;
-                    let r = e.new_txn(read);
-                    e.queued_work_ns[program.die as usize] += t_prog;
-                    e.queued_work_ns[read.die as usize] += t_read;
-                    e.batches[batch as usize].reads_left += 1;
-                    if request != NONE {
-                        e.request(request).pending += 2;
+                    let program = self.engine().gc_txn(program, request, background);
+                    let read = self.gc_read_txn(src, class, batch, request, background);
+                    self.engine().txns[read as usize].next = program;
+                    ready_now.push(read);
+                }
+                FlashOp::GcRead { src } => {
+                    let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
+                    self.count_gc_read(t_read, true, background);
+                    feeder = self.gc_read_txn(src, class, batch, request, background);
+                    ready_now.push(feeder);
+                }
+                FlashOp::MoveUnit { src, dst } => {
+                    if let Some(store) = &mut self.store {
+                        store.relocate(src, dst);
                     }
-                    reads.push(r);
+                }
+                FlashOp::GcProgram { dst } => {
+                    let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
+                    self.count_gc_program(t_prog, true, background);
+                    let mut program = self.at_page(txn(TxnKind::Program, class, t_prog), dst);
+                    program.transfers = 1;
+                    program.gates = (feeder != NONE) as u8;
+                    let id = self.engine().gc_txn(program, request, background);
+                    if feeder == NONE {
+                        ready_now.push(id);
+                    } else {
+                        self.engine().txns[feeder as usize].next = id;
+                    }
+                    feeder = id;
                 }
                 FlashOp::Erase { block, .. } => {
                     let erase_ns = self.config.cell.erase_ns;
-                    self.flash.erases += 1;
-                    self.flash.gc_busy_ns += erase_ns;
-                    if background {
-                        self.flash.gc_background_ns += erase_ns;
-                    }
-                    self.work.erases += 1;
-                    self.work.flash_ns += erase_ns;
-                    if let Some(store) = &mut self.store {
-                        store.erase(self.geo.first_page(block), self.geo.pages_per_block);
-                    }
+                    self.count_erase(block, true, background);
                     let mut erase = self.at_page(
                         txn(TxnKind::Erase, TxnClass::Erase, erase_ns),
                         self.geo.first_page(block),
@@ -911,10 +991,30 @@ impl Device {
         if e.batches[batch as usize].reads_left == 0 {
             e.free_batches.push(batch);
         }
-        for &r in &reads {
-            self.enqueue_at(r, now);
+        for &id in &ready_now {
+            self.enqueue_at(id, now);
         }
-        self.engine().scratch_reads = reads;
+        self.engine().scratch_reads = ready_now;
+    }
+
+    /// A GC read of `src` through the controller, counted in `batch` (the victim's erase waits
+    /// for it); its completion releases what is chained to it after decode and re-encode.
+    fn gc_read_txn(
+        &mut self,
+        src: u32,
+        class: TxnClass,
+        batch: u32,
+        request: u32,
+        background: bool,
+    ) -> u32 {
+        let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
+        let mut read = self.at_page(txn(TxnKind::Read, class, t_read), src);
+        read.transfers = 1;
+        read.batch = batch;
+        read.after_ns = self.derived.decode_ns + self.derived.encode_ns;
+        let e = self.engine();
+        e.batches[batch as usize].reads_left += 1;
+        e.gc_txn(read, request, background)
     }
 
     /// Translate a request issued at `issue_ns` (the engine's present) into transactions.
@@ -943,15 +1043,16 @@ impl Device {
             };
         }
         let page = self.page_size() as u64;
-        let (first_lpa, pages, start) = self.split_and_charge_cpu(req, issue_ns);
+        let (first_unit, units, start) = self.split_and_charge_cpu(req, issue_ns);
         let result = match req.op {
-            Op::Read => self.engine_read(req, start, first_lpa, pages, slot),
-            Op::Write => self.engine_write(req, start, first_lpa, pages, slot),
+            Op::Read => self.engine_read(req, start, first_unit, units, slot),
+            Op::Write => self.engine_write(req, start, first_unit, units, slot),
             Op::Trim => {
-                self.execute_trim(req, first_lpa, pages);
+                self.execute_trim(req, first_unit, units);
                 Ok(())
             }
             Op::Flush => {
+                self.engine_flush_staged(start, slot);
                 let e = self.engine();
                 let watermark = e.buffer_next_id;
                 let oldest = e.buffer_outstanding.first().copied().unwrap_or(u64::MAX);
@@ -985,33 +1086,42 @@ impl Device {
         &mut self,
         req: &HostRequest,
         start: u64,
-        first_lpa: u64,
-        pages: u64,
+        first_unit: u64,
+        units: u64,
         slot: u32,
     ) -> Result<(), DeviceError> {
         let page = self.page_size() as u64;
+        let unit_bytes = self.unit_bytes;
         let bits = self.geo.bits_per_cell as usize;
-        let mut mapped: Vec<(u32, u64)> = Vec::with_capacity(pages as usize);
-        let mut unmapped_bytes = 0;
-        for i in 0..pages {
-            let lpa = first_lpa + i;
-            let (lo, hi) = page_span(req, lpa, page);
-            match self.ftl.lookup(lpa, &mut self.ops) {
-                Some(ppa) => mapped.push((ppa, hi - lo)),
+        // (page, bytes wanted from it); units of one page are read once.
+        let mut mapped = std::mem::take(&mut self.engine().scratch_pages);
+        mapped.clear();
+        let mut immediate_bytes = 0;
+        for i in 0..units {
+            let unit = first_unit + i;
+            let (lo, hi) = page_span(req, unit, unit_bytes);
+            let ppa = match self.ftl.lookup(unit, &mut self.ops) {
+                Some(pu) if self.ftl.is_programmed(pu) => pu >> self.unit_shift,
                 None if self.config.host.unmapped_read == UnmappedRead::Flash => {
+                    let lpa = unit >> self.unit_shift;
                     let plane = self.geo.stripe_order[(lpa % self.geo.planes as u64) as usize];
-                    mapped.push((
-                        self.geo.first_page(plane * self.geo.blocks_per_plane),
-                        hi - lo,
-                    ));
+                    self.geo.first_page(plane * self.geo.blocks_per_plane)
                 }
-                None => unmapped_bytes += hi - lo,
+                // Unmapped, or still in the staging buffer: no flash read.
+                _ => {
+                    immediate_bytes += hi - lo;
+                    continue;
+                }
+            };
+            match mapped.last_mut() {
+                Some((last, bytes)) if *last == ppa => *bytes += hi - lo,
+                _ => mapped.push((ppa, hi - lo)),
             }
         }
-        if unmapped_bytes > 0 {
+        if immediate_bytes > 0 {
             let end = self
                 .link_out
-                .reserve(start, self.link_ns(unmapped_bytes), start);
+                .reserve(start, self.link_ns(immediate_bytes), start);
             let e = self.engine();
             e.request(slot).complete_ns = e.request(slot).complete_ns.max(end);
         }
@@ -1052,6 +1162,7 @@ impl Device {
             self.enqueue_at(id, start);
             i += n;
         }
+        self.engine().scratch_pages = mapped;
         Ok(())
     }
 
@@ -1059,27 +1170,24 @@ impl Device {
         &mut self,
         req: &HostRequest,
         start: u64,
-        first_lpa: u64,
-        pages: u64,
+        first_unit: u64,
+        units: u64,
         slot: u32,
     ) -> Result<(), DeviceError> {
         let handle = self.placement.resolve(&req.hint)?;
-        let page = self.page_size() as u64;
+        let unit_bytes = self.unit_bytes;
         let encode = self.derived.encode_ns;
         let buffer_pages = self.config.controller.write_buffer_pages;
-        for i in 0..pages {
-            let lpa = first_lpa + i;
-            let (lo, hi) = page_span(req, lpa, page);
+        for i in 0..units {
+            let unit = first_unit + i;
+            let (lo, hi) = page_span(req, unit, unit_bytes);
             let arrive = self.host_data_in(start, hi - lo);
-            let plane = {
-                let e = self.engine.as_ref().expect("engine");
-                self.allocator.choose(handle, &e.die_load_ns, start)
-            };
+            let plane = self.host_plane(handle, start);
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
             let outcome = self.ftl.write(
-                PageWrite {
-                    lpa,
+                UnitWrite {
+                    unit,
                     handle,
                     plane,
                     now_ns: start,
@@ -1091,54 +1199,18 @@ impl Device {
             self.gc_ops_to_txns(&ops, slot, TxnClass::HostWrite, false);
             self.ops = ops;
             let outcome = outcome?;
-            let partial = hi - lo < page;
-            self.store_page_write(req, lpa, (lo, hi), outcome, None);
-            self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
-            self.flash.programs += 1;
-            self.flash.oob_writes += 1;
-            self.flash.bytes_transferred += page;
-            let t_prog = self.derived.program_ns[self.geo.page_type(outcome.new) as usize];
-            self.work.programs += 1;
-            self.work.flash_ns += t_prog + self.derived.page_transfer_ns;
-            self.work.first_ppa.get_or_insert(outcome.new);
-            let mut program = self.at_page(
-                txn(TxnKind::Program, TxnClass::HostWrite, t_prog),
-                outcome.new,
-            );
-            program.transfers = 1;
-            program.not_before_ns = arrive + encode;
-            let rmw_old = outcome.old.filter(|_| partial);
-            program.gates = rmw_old.is_some() as u8;
-            let e = self.engine();
-            let buffered = buffer_pages > 0;
-            let mut waiting = false;
-            if buffered {
-                program.buffer_id = Some(e.buffer_next_id);
-                e.buffer_outstanding.insert(e.buffer_next_id);
-                e.buffer_next_id += 1;
-                if e.buffer_used < buffer_pages {
-                    e.buffer_used += 1;
-                    let r = e.request(slot);
-                    r.complete_ns = r.complete_ns.max(arrive);
-                } else {
-                    // Data stays on the host until a buffer slot frees.
-                    program.gates += 1;
-                    waiting = true;
-                    e.request(slot).pending += 1;
-                }
-            } else {
-                program.request = slot;
-                e.request(slot).pending += 1;
+            self.store_unit_write(req, unit, (lo, hi), outcome, None);
+            let ppa = outcome.new >> self.unit_shift;
+            // The page's program: new with its first unit, gated until the page is full.
+            let p = self.staged_program(ppa);
+            {
+                let t = &mut self.engine().txns[p as usize];
+                t.not_before_ns = t.not_before_ns.max(arrive + encode);
             }
-            let p = e.new_txn(program);
-            e.queued_work_ns[program.die as usize] += t_prog;
-            if waiting {
-                e.buffer_waiting.push_back((p, slot, arrive));
-            }
-            if let Some(old) = rmw_old {
+            if let Some(old) = self.rmw_source(outcome, hi - lo) {
                 self.flash.rmw_reads += 1;
                 self.flash.array_reads += 1;
-                self.flash.bytes_transferred += page;
+                self.flash.bytes_transferred += self.page_size() as u64;
                 self.flash.codewords_decoded += self.derived.codewords_per_page as u64;
                 let t_read = self.derived.read_ns[self.geo.page_type(old) as usize];
                 self.work.reads += 1;
@@ -1150,7 +1222,9 @@ impl Device {
                 read.next = p;
                 read.after_ns = self.derived.decode_ns;
                 let e = self.engine();
-                if !buffered {
+                e.txns[p as usize].gates += 1;
+                if buffer_pages == 0 {
+                    // Write-through: the request waits for its merged data to be on flash.
                     read.request = slot;
                     e.request(slot).pending += 1;
                 }
@@ -1158,11 +1232,102 @@ impl Device {
                 e.queued_work_ns[read.die as usize] += t_read;
                 self.enqueue_at(r, start);
             }
-            if program.gates == 0 {
-                self.enqueue_at(p, arrive + encode);
+            if !outcome.fills_page {
+                // Staged: the unit's data is in the controller once it has arrived.
+                let r = self.engine().request(slot);
+                r.complete_ns = r.complete_ns.max(arrive);
+                continue;
             }
+            self.engine().staged_programs.remove(&ppa);
+            self.count_host_program(ppa);
+            let e = self.engine();
+            if buffer_pages > 0 {
+                e.txns[p as usize].buffer_id = Some(e.buffer_next_id);
+                e.buffer_outstanding.insert(e.buffer_next_id);
+                e.buffer_next_id += 1;
+                if e.buffer_used < buffer_pages {
+                    e.buffer_used += 1;
+                    let r = e.request(slot);
+                    r.complete_ns = r.complete_ns.max(arrive);
+                } else {
+                    // Data stays on the host until a buffer slot frees.
+                    e.txns[p as usize].gates += 1;
+                    e.request(slot).pending += 1;
+                    e.buffer_waiting.push_back((p, slot, arrive));
+                }
+            } else {
+                e.txns[p as usize].request = slot;
+                e.request(slot).pending += 1;
+            }
+            // The page is full: the fill gate opens.
+            self.release(p, arrive + encode);
         }
         Ok(())
+    }
+
+    /// The plane of the next host unit of `handle`: the one its page is filling in, or, once
+    /// that page is full, the plane the allocation policy chooses (by the engine's view of the
+    /// dies' load during a run, the timeline's otherwise).
+    pub(super) fn host_plane(&mut self, handle: u32, now_ns: u64) -> u32 {
+        let active = self.active_plane[handle as usize];
+        if active != NONE && self.ftl.host_page_filling(active, handle) {
+            return active;
+        }
+        let loads = match &self.engine {
+            Some(e) => &e.die_load_ns,
+            None => self.timeline.die_free_slice(),
+        };
+        let plane = self.allocator.choose(handle, loads, now_ns);
+        self.active_plane[handle as usize] = plane;
+        plane
+    }
+
+    /// The program of host page `ppa`, created gated (one gate: the page filling) on first use.
+    fn staged_program(&mut self, ppa: u32) -> u32 {
+        if let Some(&p) = self.engine().staged_programs.get(&ppa) {
+            return p;
+        }
+        let t_prog = self.derived.program_ns[self.geo.page_type(ppa) as usize];
+        let mut program = self.at_page(txn(TxnKind::Program, TxnClass::HostWrite, t_prog), ppa);
+        program.transfers = 1;
+        program.gates = 1;
+        let e = self.engine();
+        let p = e.new_txn(program);
+        e.queued_work_ns[program.die as usize] += t_prog;
+        e.staged_programs.insert(ppa, p);
+        p
+    }
+
+    /// Count the program of host page `ppa` (page data and OOB over the channel).
+    fn count_host_program(&mut self, ppa: u32) {
+        let t_prog = self.derived.program_ns[self.geo.page_type(ppa) as usize];
+        self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
+        self.flash.programs += 1;
+        self.flash.oob_writes += 1;
+        self.flash.bytes_transferred += self.page_size() as u64;
+        self.work.programs += 1;
+        self.work.flash_ns += t_prog + self.derived.page_transfer_ns;
+        self.work.first_ppa.get_or_insert(ppa);
+    }
+
+    /// A flush programs every staged host page, padded; the flush (`slot`) waits for them.
+    fn engine_flush_staged(&mut self, start: u64, slot: u32) {
+        let mut pages: Vec<u32> = self.engine().staged_programs.keys().copied().collect();
+        pages.extend(std::mem::take(&mut self.staged).into_keys());
+        pages.sort_unstable();
+        pages.dedup();
+        for ppa in pages {
+            if !self.ftl.pad_page(ppa) {
+                continue;
+            }
+            let p = self.staged_program(ppa);
+            self.engine().staged_programs.remove(&ppa);
+            self.count_host_program(ppa);
+            let e = self.engine();
+            e.txns[p as usize].request = slot;
+            e.request(slot).pending += 1;
+            self.release(p, start);
+        }
     }
 
     /// Process events until the earliest completion is final, and return it; with `limit`,
@@ -1173,20 +1338,21 @@ impl Device {
     ) -> Result<Option<EngineCompletion>, DeviceError> {
         loop {
             let e = self.engine.as_ref().expect("engine");
-            let next_event = e.events.peek().map(|Reverse((t, _, _))| *t);
-            let next_done = e.done.peek().map(|Reverse((t, _, _))| *t);
+            let next_event = e.events.peek().map(|(t, _)| t);
+            let next_done = e.done.peek().map(|Reverse(key)| (key >> 64) as u64);
             match (next_done, next_event) {
                 (Some(done), ev) if ev.is_none_or(|ev| done <= ev) => {
                     if limit.is_some_and(|l| done > l) {
                         return Ok(None);
                     }
                     let e = self.engine();
-                    let Reverse((complete_ns, _, slot)) = e.done.pop().expect("a completion");
+                    let Reverse(key) = e.done.pop().expect("a completion");
+                    let (complete_ns, slot) = ((key >> 64) as u64, (key & 0xFFFF) as u32);
                     let r = e.requests[slot as usize];
                     return Ok(Some(EngineCompletion {
                         slot,
                         log_row: r.log_row.map(|mut row| {
-                            row.duration_ns = complete_ns - row.duration_ns;
+                            row.set_duration(complete_ns - row.duration_ns, r.queue_ns);
                             row
                         }),
                         complete_ns,
@@ -1221,7 +1387,7 @@ impl Device {
 
     fn process_event(&mut self) -> Result<(), DeviceError> {
         let e = self.engine();
-        let Some(Reverse((time, _, event))) = e.events.pop() else {
+        let Some((time, event)) = e.events.pop() else {
             return Ok(());
         };
         e.now_ns = e.now_ns.max(time);
@@ -1243,7 +1409,7 @@ impl Device {
         while self.engine.as_ref().is_some_and(|e| !e.events.is_empty()) {
             // Background GC on an idle device would continue: only finish what is queued.
             let e = self.engine();
-            if let Some(Reverse((_, _, Event::IdleGc { .. }))) = e.events.peek() {
+            if let Some((_, Event::IdleGc { .. })) = e.events.peek() {
                 e.events.pop();
                 continue;
             }
@@ -1257,5 +1423,40 @@ impl Device {
             e.hand_back(&mut self.timeline);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_leave_in_time_then_arrival_order_across_a_renumbering() {
+        let mut q = EventQueue::default();
+        let die = |die| Event::IdleGc { die };
+        q.push(50, die(0));
+        q.push(10, die(1));
+        // Sequence numbers about to run out: the next push renumbers the pending events.
+        q.seq = EventQueue::SEQ_LIMIT;
+        q.push(50, die(2));
+        assert_eq!(q.seq, 3, "two pending events renumbered, then one more");
+        q.push(10, die(3));
+        q.push(50, die(4));
+        assert_eq!(q.peek(), Some((10, die(1))));
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            order,
+            [
+                (10, die(1)),
+                (10, die(3)),
+                (50, die(0)),
+                (50, die(2)),
+                (50, die(4))
+            ]
+        );
+        assert!(q.is_empty());
+        // Slots are reused once their events are gone.
+        q.push(7, die(5));
+        assert_eq!(q.slots.len(), 5);
     }
 }

@@ -46,7 +46,9 @@ impl LinkCalendar {
         let mut start = ready_ns;
         let first = self.busy.partition_point(|&(_, e)| e <= start);
         let mut index = self.busy.len();
-        for (i, &(s, e)) in self.busy.iter().enumerate().skip(first) {
+        // By index: skipping `first` entries of the deque's iterator steps through them.
+        for i in first..self.busy.len() {
+            let (s, e) = self.busy[i];
             if s >= start + duration_ns {
                 index = i;
                 break;

@@ -21,8 +21,8 @@ use link::LinkCalendar;
 
 use crate::config::{Config, ConfigError, Derived, UnmappedRead};
 use crate::ecc;
-use crate::ftl::{build_ftl, FlashOp, Ftl, FtlError, PageWrite, Purpose};
-use crate::nand::store::PageStore;
+use crate::ftl::{build_ftl, FlashOp, Ftl, FtlError, Purpose, UnitWrite, WriteOutcome};
+use crate::nand::store::UnitStore;
 use crate::nand::timing::Timeline;
 use crate::nand::Geometry;
 use crate::placement::allocation::{plane_allocator, PlaneAllocator};
@@ -32,7 +32,7 @@ use crate::stats::{FlashCounters, RequestLogRow, TimeSeries};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use thiserror::Error;
 
 /// Errors a device reports for a request or a run.
@@ -104,7 +104,8 @@ impl Default for PreconditionOptions {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PreconditionReport {
-    pub pages_written: u64,
+    /// Mapping units written (sequential fill plus random overwrites).
+    pub units_written: u64,
     pub waf_last_window: f64,
     pub steady: bool,
 }
@@ -142,7 +143,16 @@ pub struct Device {
     placement: PlacementTable,
     timeline: Timeline,
     allocator: Box<dyn PlaneAllocator>,
-    store: Option<PageStore>,
+    store: Option<UnitStore>,
+    /// Bytes of a mapping unit, and log2 of the units per page.
+    unit_bytes: u64,
+    unit_shift: u32,
+    /// Host pages of the write frontiers still filling (their units wait in the controller's
+    /// staging buffer), with the time the data of their units is all there, encoded.
+    staged: BTreeMap<u32, u64>,
+    /// The plane each placement handle's host page is filling in: the units of one page come
+    /// from the write buffer in arrival order, so a new plane is chosen once per page.
+    active_plane: Vec<u32>,
     flash: FlashCounters,
     series: TimeSeries,
     request_log: Option<Vec<RequestLogRow>>,
@@ -190,7 +200,7 @@ impl Device {
             0 => 0,
             mbps => (config.geometry.page_size_bytes as u64 * 1000).div_ceil(mbps),
         };
-        let ftl = build_ftl(&config, &geo, derived.logical_pages);
+        let ftl = build_ftl(&config, &geo, &derived);
         let timeline = Timeline::new(
             derived.dies,
             config.geometry.channels,
@@ -200,8 +210,13 @@ impl Device {
         Device {
             allocator: plane_allocator(config.placement.allocation, &geo, config.placement.handles),
             placement: PlacementTable::new(&config.placement),
-            store: store_data.then(|| PageStore::new(config.geometry.page_size_bytes as usize)),
-            series: TimeSeries::new(config.stats.interval_ns),
+            store: store_data.then(|| UnitStore::new(derived.mapping_unit_bytes as usize)),
+            unit_bytes: derived.mapping_unit_bytes as u64,
+            unit_shift: derived.units_per_page.trailing_zeros(),
+            staged: BTreeMap::new(),
+            active_plane: vec![u32::MAX; config.placement.handles as usize],
+            series: TimeSeries::new(config.stats.interval_ns)
+                .with_page_bytes(config.geometry.page_size_bytes),
             request_log: config.stats.request_log.then(Vec::new),
             config_hash: config.hash_hex(),
             // The ECC error stream is derived from the seed in a fixed way, apart from any
@@ -392,14 +407,14 @@ impl Device {
     /// entry, stage 2 (later) the entries that depend on it.
     #[inline]
     pub(crate) fn prefetch_request(&self, req: &HostRequest, dependent: bool) {
-        let lpa = req.offset / self.page_size() as u64;
-        if lpa >= self.derived.logical_pages {
+        let unit = req.offset / self.unit_bytes;
+        if unit >= self.derived.logical_units {
             return;
         }
         if !dependent {
-            self.ftl.prefetch(lpa);
+            self.ftl.prefetch(unit);
         } else if req.op == Op::Write {
-            self.ftl.prefetch_dependent(lpa);
+            self.ftl.prefetch_dependent(unit);
         }
     }
 
@@ -417,18 +432,18 @@ impl Device {
         self.work = RequestWork::default();
         self.maybe_background_gc(issue_ns)?;
         let page = self.page_size() as u64;
-        let (first_lpa, pages, start) = self.split_and_charge_cpu(req, issue_ns);
+        let (first_unit, units, start) = self.split_and_charge_cpu(req, issue_ns);
         let (complete_ns, uncorrectable) = match req.op {
-            Op::Read => self.execute_read(req, start, first_lpa, pages, out)?,
+            Op::Read => self.execute_read(req, start, first_unit, units, out)?,
             Op::Write => (
-                self.execute_write(req, start, first_lpa, pages, data)?,
+                self.execute_write(req, start, first_unit, units, data)?,
                 false,
             ),
             Op::Trim => {
-                self.execute_trim(req, first_lpa, pages);
+                self.execute_trim(req, first_unit, units);
                 (start, false)
             }
-            Op::Flush => (start.max(self.buffer_last_end_ns), false),
+            Op::Flush => (self.flush_staged(start).max(self.buffer_last_end_ns), false),
         };
         if let Some(log) = &mut self.request_log {
             let row = request_log_row(
@@ -449,24 +464,19 @@ impl Device {
         })
     }
 
-    /// The request's first logical page and page count, and when the device CPU has handled
-    /// it (per request and per page), for a request issued at `issue_ns`.
+    /// The request's first logical mapping unit and unit count, and when the device CPU has
+    /// handled it (per request and per page spanned), for a request issued at `issue_ns`.
     fn split_and_charge_cpu(&mut self, req: &HostRequest, issue_ns: u64) -> (u64, u64, u64) {
-        let page = self.page_size() as u64;
-        let first_lpa = req.offset / page;
-        let pages = if req.length == 0 {
-            0
-        } else {
-            (req.offset + req.length - 1) / page - first_lpa + 1
-        };
+        let (first_unit, units) = span_count(req, self.unit_bytes);
         let cpu = &self.config.controller;
         let mut start = issue_ns;
         if cpu.cpu_ns_per_request > 0 || cpu.cpu_ns_per_page > 0 {
+            let (_, pages) = span_count(req, self.page_size() as u64);
             start =
                 start.max(self.cpu_free_ns) + cpu.cpu_ns_per_request + cpu.cpu_ns_per_page * pages;
             self.cpu_free_ns = start;
         }
-        (first_lpa, pages, start)
+        (first_unit, units, start)
     }
 
     /// Background GC: one plane per request is checked (round robin, cheap and deterministic).
@@ -512,56 +522,113 @@ impl Device {
     /// Time and apply the FTL's own flash work, starting no earlier than `ready_ns`.
     fn apply_ftl_ops(&mut self, ops: &[FlashOp], ready_ns: u64) {
         let xfer = self.derived.page_transfer_ns;
-        let page_bytes = self.page_size() as u64;
+        // When the units of the GC page being filled are all in the controller, encoded.
+        let mut gc_data_ready = ready_ns;
         for op in ops {
             match *op {
                 FlashOp::Move { src, dst } => {
                     let (die_src, die_dst) = (self.geo.die_of(src), self.geo.die_of(dst));
                     let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
                     let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
-                    let mut busy = t_read + t_prog;
-                    if self.config.ftl.gc_copyback && die_src == die_dst {
+                    let copyback = self.config.ftl.gc_copyback && die_src == die_dst;
+                    if copyback {
                         let r = self.timeline.read(die_src, ready_ns, t_read, 1, 0);
                         self.timeline.program(die_dst, r.end_ns, t_prog, 1, 0);
                     } else {
                         let r = self.timeline.read(die_src, ready_ns, t_read, 1, xfer);
-                        let codewords = self.derived.codewords_per_page as u64;
-                        self.flash.codewords_decoded += codewords;
-                        self.flash.codewords_encoded += codewords;
                         let ready = r.end_ns + self.derived.decode_ns + self.derived.encode_ns;
                         self.timeline.program(die_dst, ready, t_prog, 1, xfer);
-                        self.flash.bytes_transferred += 2 * page_bytes;
-                        busy += 2 * xfer;
                     }
-                    self.flash.array_reads += 1;
-                    self.flash.programs += 1;
-                    // The move reads the page's OOB (its logical address) and writes it anew.
-                    self.flash.oob_reads += 1;
-                    self.flash.oob_writes += 1;
-                    self.work.oob_reads += 1;
-                    self.flash.gc_busy_ns += busy;
-                    self.work.reads += 1;
-                    self.work.programs += 1;
-                    self.work.flash_ns += busy;
+                    self.count_gc_read(t_read, !copyback, false);
+                    self.count_gc_program(t_prog, !copyback, false);
                     if let Some(store) = &mut self.store {
                         store.relocate(src, dst);
                     }
+                }
+                FlashOp::GcRead { src } => {
+                    let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
+                    let r = self
+                        .timeline
+                        .read(self.geo.die_of(src), ready_ns, t_read, 1, xfer);
+                    gc_data_ready = gc_data_ready
+                        .max(r.end_ns + self.derived.decode_ns + self.derived.encode_ns);
+                    self.count_gc_read(t_read, true, false);
+                }
+                FlashOp::MoveUnit { src, dst } => {
+                    if let Some(store) = &mut self.store {
+                        store.relocate(src, dst);
+                    }
+                }
+                FlashOp::GcProgram { dst } => {
+                    let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
+                    self.timeline
+                        .program(self.geo.die_of(dst), gc_data_ready, t_prog, 1, xfer);
+                    self.count_gc_program(t_prog, true, false);
                 }
                 FlashOp::Erase { block, purpose } => {
                     let die = self.geo.die_of_block(block);
                     self.timeline
                         .erase(die, ready_ns, self.config.cell.erase_ns);
-                    self.flash.erases += 1;
-                    if purpose == Purpose::Gc {
-                        self.flash.gc_busy_ns += self.config.cell.erase_ns;
-                    }
-                    self.work.erases += 1;
-                    self.work.flash_ns += self.config.cell.erase_ns;
-                    if let Some(store) = &mut self.store {
-                        store.erase(self.geo.first_page(block), self.geo.pages_per_block);
-                    }
+                    self.count_erase(block, purpose == Purpose::Gc, false);
                 }
             }
+        }
+    }
+
+    /// Count a GC read of a page (with its OOB: the logical addresses of its units), through
+    /// the controller or not, for the device and the request log.
+    fn count_gc_read(&mut self, t_read: u64, through_controller: bool, background: bool) {
+        let mut busy = t_read;
+        if through_controller {
+            busy += self.derived.page_transfer_ns;
+            self.flash.codewords_decoded += self.derived.codewords_per_page as u64;
+            self.flash.bytes_transferred += self.page_size() as u64;
+        }
+        self.flash.array_reads += 1;
+        self.flash.oob_reads += 1;
+        self.count_gc_busy(busy, background);
+        self.work.reads += 1;
+        self.work.oob_reads += 1;
+        self.work.flash_ns += busy;
+    }
+
+    /// Count a GC program of a page (with its OOB).
+    fn count_gc_program(&mut self, t_prog: u64, through_controller: bool, background: bool) {
+        let mut busy = t_prog;
+        if through_controller {
+            busy += self.derived.page_transfer_ns;
+            self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
+            self.flash.bytes_transferred += self.page_size() as u64;
+        }
+        self.flash.programs += 1;
+        self.flash.oob_writes += 1;
+        self.count_gc_busy(busy, background);
+        self.work.programs += 1;
+        self.work.flash_ns += busy;
+    }
+
+    #[inline]
+    fn count_gc_busy(&mut self, busy_ns: u64, background: bool) {
+        self.flash.gc_busy_ns += busy_ns;
+        if background {
+            self.flash.gc_background_ns += busy_ns;
+        }
+    }
+
+    /// Count an erase and drop the block's stored data.
+    fn count_erase(&mut self, block: u32, gc: bool, background: bool) {
+        let erase_ns = self.config.cell.erase_ns;
+        self.flash.erases += 1;
+        if gc {
+            self.count_gc_busy(erase_ns, background);
+        }
+        self.work.erases += 1;
+        self.work.flash_ns += erase_ns;
+        if let Some(store) = &mut self.store {
+            store.erase(
+                self.geo.first_page(block) << self.unit_shift,
+                self.geo.pages_per_block << self.unit_shift,
+            );
         }
     }
 
@@ -626,65 +693,69 @@ impl Device {
         &mut self,
         req: &HostRequest,
         start: u64,
-        first_lpa: u64,
-        pages: u64,
+        first_unit: u64,
+        units: u64,
         mut out: Option<&mut [u8]>,
     ) -> Result<(u64, bool), DeviceError> {
         if out.is_some() && self.store.is_none() {
             return Err(DeviceError::NoDataStore);
         }
-        let page = self.page_size() as u64;
+        let unit_bytes = self.unit_bytes;
         let mut complete = start;
         let mut uncorrectable = false;
         self.txns.clear();
         self.groups.clear();
-        let mut unmapped_bytes = 0;
-        for i in 0..pages {
-            let lpa = first_lpa + i;
+        // Bytes that need no flash read: unmapped, or still in the staging buffer.
+        let mut immediate_bytes = 0;
+        for i in 0..units {
+            let unit = first_unit + i;
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
-            let ppa = self.ftl.lookup(lpa, &mut ops);
+            let found = self.ftl.lookup(unit, &mut ops);
             if !ops.is_empty() {
                 self.apply_ftl_ops(&ops, start);
             }
             self.ops = ops;
-            let (lo, hi) = page_span(req, lpa, page);
+            let (lo, hi) = page_span(req, unit, unit_bytes);
             if let Some(buf) = out.as_deref_mut() {
-                let dst = &mut buf[((lpa * page + lo) - req.offset) as usize
-                    ..((lpa * page + hi) - req.offset) as usize];
-                match (ppa, &self.store) {
-                    (Some(ppa), Some(store)) => match store.get(ppa) {
-                        Some(data) => dst.copy_from_slice(&data[lo as usize..hi as usize]),
-                        None => dst.fill(0),
-                    },
-                    _ => dst.fill(0),
+                let at = (unit * unit_bytes + lo - req.offset) as usize;
+                let dst = &mut buf[at..at + (hi - lo) as usize];
+                match found.and_then(|pu| self.store.as_ref().and_then(|s| s.get(pu))) {
+                    Some(data) => dst.copy_from_slice(&data[lo as usize..hi as usize]),
+                    None => dst.fill(0),
                 }
             }
-            match ppa {
-                Some(ppa) => self.txns.push(PageTxn {
-                    die: self.geo.die_of(ppa),
-                    page_in_block: self.geo.page_in_block(ppa),
-                    plane: self.geo.plane_of(ppa),
-                    ppa,
-                    ready_ns: start,
-                }),
+            let ppa = match found {
+                Some(pu) if self.ftl.is_programmed(pu) => pu >> self.unit_shift,
+                Some(_) => {
+                    immediate_bytes += hi - lo;
+                    continue;
+                }
                 None if self.config.host.unmapped_read == UnmappedRead::Flash => {
-                    // Charge a full read of a page in the stripe position this lpa would have.
+                    // Charge a full read of a page in the stripe position this unit would have.
+                    let lpa = unit >> self.unit_shift;
                     let plane = self.geo.stripe_order[(lpa % self.geo.planes as u64) as usize];
-                    let ppa = self.geo.first_page(plane * self.geo.blocks_per_plane);
-                    self.txns.push(PageTxn {
-                        die: self.geo.die_of_plane(plane),
-                        page_in_block: 0,
-                        plane,
-                        ppa,
-                        ready_ns: start,
-                    });
+                    self.geo.first_page(plane * self.geo.blocks_per_plane)
                 }
-                None => unmapped_bytes += hi - lo,
+                None => {
+                    immediate_bytes += hi - lo;
+                    continue;
+                }
+            };
+            // Units of one page read once (a sequentially written range).
+            if self.txns.last().is_some_and(|t| t.ppa == ppa) {
+                continue;
             }
+            self.txns.push(PageTxn {
+                die: self.geo.die_of(ppa),
+                page_in_block: self.geo.page_in_block(ppa),
+                plane: self.geo.plane_of(ppa),
+                ppa,
+                ready_ns: start,
+            });
         }
-        if unmapped_bytes > 0 {
-            self.groups.push((start, unmapped_bytes));
+        if immediate_bytes > 0 {
+            self.groups.push((start, immediate_bytes));
         }
         // Bytes the host asked for from each page, in transaction order (for partial pages).
         let mut txns = std::mem::take(&mut self.txns);
@@ -692,10 +763,10 @@ impl Device {
             let t = txns[0];
             let (done, bad) = self.host_read_page(t.ppa, t.ready_ns);
             uncorrectable |= bad;
-            let bytes = req.length - unmapped_bytes;
+            let bytes = req.length - immediate_bytes;
             self.groups.push((done, bytes));
         } else if !txns.is_empty() {
-            let per_page_bytes = (req.length - unmapped_bytes).div_ceil(txns.len() as u64);
+            let per_page_bytes = (req.length - immediate_bytes).div_ceil(txns.len() as u64);
             uncorrectable |= self.read_grouped(&mut txns, start, per_page_bytes);
         }
         self.txns = txns;
@@ -787,8 +858,8 @@ impl Device {
         &mut self,
         req: &HostRequest,
         start: u64,
-        first_lpa: u64,
-        pages: u64,
+        first_unit: u64,
+        units: u64,
         data: Option<&[u8]>,
     ) -> Result<u64, DeviceError> {
         if let Some(d) = data {
@@ -800,16 +871,48 @@ impl Device {
             }
         }
         let handle = self.placement.resolve(&req.hint)?;
-        let page = self.page_size() as u64;
+        let unit_bytes = self.unit_bytes;
         let encode = self.derived.encode_ns;
         let buffer_pages = self.config.controller.write_buffer_pages as usize;
         let mut accepted = start;
         self.txns.clear();
-        for i in 0..pages {
-            let lpa = first_lpa + i;
-            let (lo, hi) = page_span(req, lpa, page);
+        for i in 0..units {
+            let unit = first_unit + i;
+            let (lo, hi) = page_span(req, unit, unit_bytes);
             let arrive = self.host_data_in(start, hi - lo);
             let mut ready = arrive + encode;
+            self.ops.clear();
+            let mut ops = std::mem::take(&mut self.ops);
+            let plane = self.host_plane(handle, start);
+            let unit_write = UnitWrite {
+                unit,
+                handle,
+                plane,
+                now_ns: start,
+                host_bytes: (hi - lo) as u32,
+            };
+            let outcome = self.ftl.write(unit_write, &mut ops);
+            if !ops.is_empty() {
+                self.apply_ftl_ops(&ops, start);
+            }
+            self.ops = ops;
+            let outcome = outcome?;
+            // Write-through, a read-modify-write waits for the old data it merges with.
+            let mut merged = arrive;
+            if let Some(old) = self.rmw_source(outcome, hi - lo) {
+                let (done, _) = self.host_read_page(old, start);
+                self.flash.rmw_reads += 1;
+                ready = ready.max(done);
+                if buffer_pages == 0 {
+                    merged = merged.max(done);
+                }
+            }
+            self.store_unit_write(req, unit, (lo, hi), outcome, data);
+            let Some(mut ready) = self.stage_unit(outcome, ready) else {
+                // The page is still filling: this unit waits in the staging buffer.
+                accepted = accepted.max(merged);
+                continue;
+            };
             if buffer_pages > 0 {
                 while self
                     .buffer_ends
@@ -827,41 +930,7 @@ impl Device {
                 accepted = accepted.max(accept);
                 ready = ready.max(accept + encode);
             }
-            self.ops.clear();
-            let mut ops = std::mem::take(&mut self.ops);
-            let plane = self
-                .allocator
-                .choose(handle, self.timeline.die_free_slice(), start);
-            let page_write = PageWrite {
-                lpa,
-                handle,
-                plane,
-                now_ns: start,
-                host_bytes: (hi - lo) as u32,
-            };
-            let outcome = self.ftl.write(page_write, &mut ops);
-            if !ops.is_empty() {
-                self.apply_ftl_ops(&ops, start);
-            }
-            self.ops = ops;
-            let outcome = outcome?;
-            let partial = hi - lo < page;
-            if partial {
-                if let Some(old) = outcome.old {
-                    let (done, _) = self.host_read_page(old, start);
-                    self.flash.rmw_reads += 1;
-                    ready = ready.max(done);
-                }
-            }
-            self.store_page_write(req, lpa, (lo, hi), outcome, data);
-            self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
-            self.txns.push(PageTxn {
-                die: self.geo.die_of(outcome.new),
-                page_in_block: self.geo.page_in_block(outcome.new),
-                plane: self.geo.plane_of(outcome.new),
-                ppa: outcome.new,
-                ready_ns: ready,
-            });
+            self.push_program(outcome.new >> self.unit_shift, ready);
         }
         let mut txns = std::mem::take(&mut self.txns);
         let programmed = self.program_grouped(&mut txns);
@@ -869,32 +938,90 @@ impl Device {
         if buffer_pages > 0 {
             Ok(accepted)
         } else {
-            Ok(programmed)
+            Ok(programmed.max(accepted))
         }
     }
 
-    /// Data mode: store the bytes `span` of page `lpa` that `req` writes (from `data`, zeros
-    /// without it) under the page's new location, merged into its old contents, and drop the
+    /// The page a write of `host_bytes` into the unit `outcome` placed must read first: the
+    /// old copy's page when the write covers only part of the unit and that page is on flash
+    /// (a unit still in the staging buffer merges there).
+    #[inline]
+    fn rmw_source(&self, outcome: WriteOutcome, host_bytes: u64) -> Option<u32> {
+        let old = outcome.old.filter(|_| host_bytes < self.unit_bytes)?;
+        self.ftl
+            .is_programmed(old)
+            .then_some(old >> self.unit_shift)
+    }
+
+    /// A host unit whose data is ready (encoded) at `ready_ns` joined its page: the time the
+    /// whole page's data is ready if the unit completed it, None while the page is filling.
+    #[inline]
+    fn stage_unit(&mut self, outcome: WriteOutcome, ready_ns: u64) -> Option<u64> {
+        if outcome.opens_page && outcome.fills_page {
+            return Some(ready_ns);
+        }
+        let ppa = outcome.new >> self.unit_shift;
+        if outcome.fills_page {
+            return Some(
+                self.staged
+                    .remove(&ppa)
+                    .map_or(ready_ns, |r| r.max(ready_ns)),
+            );
+        }
+        let entry = self.staged.entry(ppa).or_insert(ready_ns);
+        *entry = (*entry).max(ready_ns);
+        None
+    }
+
+    /// Queue the program of host page `ppa`, whose data is ready at `ready_ns`.
+    fn push_program(&mut self, ppa: u32, ready_ns: u64) {
+        self.flash.codewords_encoded += self.derived.codewords_per_page as u64;
+        self.txns.push(PageTxn {
+            die: self.geo.die_of(ppa),
+            page_in_block: self.geo.page_in_block(ppa),
+            plane: self.geo.plane_of(ppa),
+            ppa,
+            ready_ns,
+        });
+    }
+
+    /// A flush: program every staged host page now, padded (their units are the host's only
+    /// copy outside volatile controller memory). Returns when the last program ends.
+    fn flush_staged(&mut self, start: u64) -> u64 {
+        self.txns.clear();
+        for (ppa, ready) in std::mem::take(&mut self.staged) {
+            if self.ftl.pad_page(ppa) {
+                self.push_program(ppa, ready.max(start));
+            }
+        }
+        let mut txns = std::mem::take(&mut self.txns);
+        let end = self.program_grouped(&mut txns).max(start);
+        self.txns = txns;
+        end
+    }
+
+    /// Data mode: store the bytes `span` of unit `unit` that `req` writes (from `data`, zeros
+    /// without it) under the unit's new location, merged into its old contents, and drop the
     /// old copy, so that memory follows live data.
-    fn store_page_write(
+    fn store_unit_write(
         &mut self,
         req: &HostRequest,
-        lpa: u64,
+        unit: u64,
         (lo, hi): (u64, u64),
-        outcome: crate::ftl::WriteOutcome,
+        outcome: WriteOutcome,
         data: Option<&[u8]>,
     ) {
         let Some(store) = &mut self.store else {
             return;
         };
-        let page = store.page_size() as u64;
-        let partial = hi - lo < page;
+        let size = store.unit_size() as u64;
+        let partial = hi - lo < size;
         let mut content: Box<[u8]> = match (partial, outcome.old.and_then(|old| store.get(old))) {
             (true, Some(old)) => old.into(),
-            _ => vec![0u8; page as usize].into_boxed_slice(),
+            _ => vec![0u8; size as usize].into_boxed_slice(),
         };
         if let Some(d) = data {
-            let from = (lpa * page + lo - req.offset) as usize;
+            let from = (unit * size + lo - req.offset) as usize;
             content[lo as usize..hi as usize].copy_from_slice(&d[from..from + (hi - lo) as usize]);
         } else {
             content[lo as usize..hi as usize].fill(0);
@@ -945,21 +1072,20 @@ impl Device {
         end
     }
 
-    fn execute_trim(&mut self, req: &HostRequest, first_lpa: u64, pages: u64) {
-        let page = self.page_size() as u64;
-        for i in 0..pages {
-            let lpa = first_lpa + i;
-            let (lo, hi) = page_span(req, lpa, page);
-            // Only whole pages can be deallocated; partial ranges keep their data.
-            if hi - lo == page {
+    fn execute_trim(&mut self, req: &HostRequest, first_unit: u64, units: u64) {
+        for i in 0..units {
+            let unit = first_unit + i;
+            let (lo, hi) = page_span(req, unit, self.unit_bytes);
+            // Only whole mapping units can be deallocated; partial ranges keep their data.
+            if hi - lo == self.unit_bytes {
                 if let Some(store) = &mut self.store {
-                    if let Some(old) = self.ftl.lookup(lpa, &mut self.ops) {
+                    if let Some(old) = self.ftl.lookup(unit, &mut self.ops) {
                         store.remove(old);
                     }
                 }
                 self.ops.clear();
                 let mut ops = std::mem::take(&mut self.ops);
-                self.ftl.trim(lpa, &mut ops);
+                self.ftl.trim(unit, &mut ops);
                 if !ops.is_empty() {
                     self.apply_ftl_ops(&ops, self.now_ns);
                 }
@@ -981,32 +1107,36 @@ impl Device {
                 "cannot precondition while a run is in progress",
             ));
         }
-        let logical = self.derived.logical_pages;
+        let logical = self.derived.logical_units;
         let mut ops = Vec::with_capacity(1024);
         let mut written = 0u64;
         let write =
-            |dev: &mut Device, lpa: u64, ops: &mut Vec<FlashOp>| -> Result<(), DeviceError> {
-                let page_bytes = dev.page_size();
+            |dev: &mut Device, unit: u64, ops: &mut Vec<FlashOp>| -> Result<(), DeviceError> {
                 // Untimed: every die is equally idle, so the allocator stripes.
-                let plane = dev.allocator.choose(0, dev.timeline.die_free_slice(), 0);
+                let plane = dev.host_plane(0, 0);
                 let outcome = dev.ftl.write(
-                    PageWrite {
-                        lpa,
+                    UnitWrite {
+                        unit,
                         handle: 0,
                         plane,
                         now_ns: 0,
-                        host_bytes: page_bytes,
+                        host_bytes: dev.unit_bytes as u32,
                     },
                     ops,
                 )?;
+                dev.stage_unit(outcome, 0);
                 if let Some(store) = &mut dev.store {
                     // GC first (the old copy may have moved), then the overwrite.
                     for op in ops.iter() {
                         match *op {
-                            FlashOp::Move { src, dst } => store.relocate(src, dst),
-                            FlashOp::Erase { block, .. } => {
-                                store.erase(dev.geo.first_page(block), dev.geo.pages_per_block)
+                            FlashOp::Move { src, dst } | FlashOp::MoveUnit { src, dst } => {
+                                store.relocate(src, dst)
                             }
+                            FlashOp::Erase { block, .. } => store.erase(
+                                dev.geo.first_page(block) << dev.unit_shift,
+                                dev.geo.pages_per_block << dev.unit_shift,
+                            ),
+                            FlashOp::GcRead { .. } | FlashOp::GcProgram { .. } => {}
                         }
                     }
                     if let Some(old) = outcome.old {
@@ -1016,8 +1146,8 @@ impl Device {
                 ops.clear();
                 Ok(())
             };
-        for lpa in 0..logical {
-            write(self, lpa, &mut ops)?;
+        for unit in 0..logical {
+            write(self, unit, &mut ops)?;
             written += 1;
         }
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed ^ 0x9E37_79B9_7F4A_7C15);
@@ -1027,6 +1157,7 @@ impl Device {
         let mut waf = 0.0;
         let mut steady = false;
         let mut done = 0;
+        let page_bytes = self.page_size();
         while done < max_writes {
             let before = self.ftl.counters();
             for _ in 0..window.min(max_writes - done) {
@@ -1035,9 +1166,9 @@ impl Device {
                 written += 1;
             }
             let after = self.ftl.counters();
-            let host = after.host_pages_written - before.host_pages_written;
+            let host = after.host_bytes_written - before.host_bytes_written;
             let flash = after.flash_pages_programmed() - before.flash_pages_programmed();
-            waf = flash as f64 / host.max(1) as f64;
+            waf = (flash * page_bytes as u64) as f64 / host.max(1) as f64;
             // Steady once GC runs and two windows agree.
             if after.gc_invocations > before.gc_invocations {
                 if let Some(prev) = last_waf {
@@ -1051,7 +1182,7 @@ impl Device {
         }
         self.reset_measurements();
         Ok(PreconditionReport {
-            pages_written: written,
+            units_written: written,
             waf_last_window: waf,
             steady,
         })
@@ -1074,6 +1205,8 @@ impl Device {
         self.cpu_free_ns = 0;
         self.buffer_ends.clear();
         self.buffer_last_end_ns = 0;
+        // Staged pages keep filling; their data is there from time 0 of the new clock.
+        self.staged.values_mut().for_each(|ready| *ready = 0);
     }
 
     /// Energy over the run so far, by component, in joules.
@@ -1114,6 +1247,8 @@ impl Device {
             scheduler: self.config.controller.scheduler.name(),
             allocation: self.allocator.name(),
             die_busy_ns: &self.timeline.busy_per_die_ns,
+            page_bytes: self.page_size(),
+            mapping_unit_bytes: self.unit_bytes as u32,
         })
     }
 
@@ -1147,7 +1282,7 @@ fn next_multi_plane_group(txns: &mut [PageTxn], start: usize) -> Option<usize> {
     Some(end)
 }
 
-/// The FTL counters the time series tracks: host pages, flash pages, GC moves, erases.
+/// The per-request log row of a request issued at `issue_ns` and complete at `complete_ns`.
 fn request_log_row(
     request: u64,
     req: &HostRequest,
@@ -1156,12 +1291,12 @@ fn request_log_row(
     page: u64,
     work: &RequestWork,
 ) -> RequestLogRow {
-    RequestLogRow {
+    let mut row = RequestLogRow {
         request,
         op: req.op.as_str(),
         logical_sector: req.offset / 512,
         size_bytes: req.length,
-        duration_ns: complete_ns - issue_ns,
+        duration_ns: 0,
         flash_reads: work.reads,
         flash_writes: work.programs,
         oob_reads: work.oob_reads,
@@ -1172,20 +1307,39 @@ fn request_log_row(
             .first_ppa
             .map_or(-1, |p| p as i64 * (page as i64 / 512)),
         flash_duration_ns: work.flash_ns,
-    }
+        queue_ns: 0,
+        service_ns: 0,
+    };
+    row.set_duration(complete_ns - issue_ns, work.queue_ns);
+    row
 }
 
+/// The FTL counters the time series tracks: host pages, flash pages, GC moves, erases.
 pub(crate) fn series_counters(ftl: &dyn Ftl) -> [u64; 4] {
     let c = ftl.counters();
     [
-        c.host_pages_written,
+        c.host_bytes_written,
         c.flash_pages_programmed(),
-        c.gc_pages_moved,
+        c.gc_pages_programmed,
         c.erases,
     ]
 }
 
-/// Byte range [lo, hi) of page `lpa` that request `req` covers, relative to the page start.
+/// The first mapping unit (or page) of `unit_bytes` that `req` touches, and how many.
+#[inline]
+fn span_count(req: &HostRequest, unit_bytes: u64) -> (u64, u64) {
+    let first = req.offset / unit_bytes;
+    if req.length == 0 {
+        return (first, 0);
+    }
+    (
+        first,
+        (req.offset + req.length - 1) / unit_bytes - first + 1,
+    )
+}
+
+/// Byte range [lo, hi) of unit (or page) `lpa` of `page` bytes that request `req` covers,
+/// relative to its start.
 #[inline]
 fn page_span(req: &HostRequest, lpa: u64, page: u64) -> (u64, u64) {
     let page_start = lpa * page;

@@ -292,7 +292,7 @@ impl Device {
         run: &mut RunState,
         limit: Option<u64>,
     ) -> Result<Option<InFlight>, DeviceError> {
-        if run.in_flight.is_empty() {
+        if run.in_flight.is_empty() && (self.engine.is_none() || limit.is_none()) {
             return Ok(None);
         }
         if self.engine.is_none() {
@@ -301,6 +301,9 @@ impl Device {
             }
             return Ok(run.in_flight.pop());
         }
+        // With nothing in flight the engine still has work of its own before `limit` (GC
+        // steps, buffered programs, idle-time GC): it happens at its own time, not when the
+        // next request arrives.
         let Some(c) = self.engine_next_completion(limit)? else {
             if limit.is_none() {
                 // Requests in flight but nothing left to happen: a broken invariant of the
@@ -481,10 +484,12 @@ impl Device {
 /// Queueing (waiting in die queues) and service (the rest of the completion latency) of one
 /// direction's requests.
 fn time_split_json(stats: &crate::stats::OpStats) -> serde_json::Value {
-    let part = |s: &crate::stats::LatencyStats| {
+    let part = |s: &crate::stats::SplitStats| {
+        let [p50, p99, p999] = s.percentiles([50.0, 99.0, 99.9]);
+        let m = &s.moments;
         serde_json::json!({
-            "mean": s.mean(), "p50": s.percentile(50.0), "p99": s.percentile(99.0),
-            "p99.9": s.percentile(99.9), "max": if s.n == 0 { 0 } else { s.max },
+            "mean": m.mean(), "p50": p50, "p99": p99,
+            "p99.9": p999, "max": if m.n == 0 { 0 } else { m.max },
         })
     };
     serde_json::json!({ "queue_ns": part(&stats.queue), "service_ns": part(&stats.service) })

@@ -20,8 +20,11 @@ pub struct ActiveOp {
     /// When its array phase starts (after a program's data transfer).
     pub array_start_ns: u64,
     pub end_ns: u64,
-    /// Times it has been suspended already.
+    /// Times it has been suspended already, and how many times it may be: `cell.max_suspends`
+    /// for one program or erase, that many per page program for a GC step of several
+    /// copybacks run back to back (each of its programs is an operation of its own).
     pub suspends: u32,
+    pub max_suspends: u32,
     /// A read whose data is on the controller when the die is free (no cache read).
     pub read_done_with_die: bool,
 }
@@ -33,6 +36,7 @@ pub struct SuspendedOp {
     pub kind: TxnKind,
     pub remaining_ns: u64,
     pub suspends: u32,
+    pub max_suspends: u32,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -62,12 +66,12 @@ impl Die {
         self.active.take()
     }
 
-    /// May a read arriving at `now_ns` suspend the operation in service?
-    pub fn can_suspend(&self, now_ns: u64, max_suspends: u32) -> bool {
+    /// May a read arriving at `now_ns` suspend the operation in service (within its budget)?
+    pub fn can_suspend(&self, now_ns: u64) -> bool {
         self.suspended.is_none()
             && self.active.is_some_and(|op| {
                 matches!(op.kind, TxnKind::Program | TxnKind::Erase)
-                    && op.suspends < max_suspends
+                    && op.suspends < op.max_suspends
                     && now_ns < op.end_ns
             })
     }
@@ -82,6 +86,7 @@ impl Die {
             kind: op.kind,
             remaining_ns: op.end_ns - at,
             suspends: op.suspends + 1,
+            max_suspends: op.max_suspends,
         });
         self.free_at_ns = at + suspend_ns;
         self.generation = self.generation.wrapping_add(1);
@@ -98,6 +103,7 @@ impl Die {
             array_start_ns: now_ns,
             end_ns: now_ns + resume_ns + s.remaining_ns,
             suspends: s.suspends,
+            max_suspends: s.max_suspends,
             read_done_with_die: false,
         };
         self.start(op);
@@ -118,18 +124,21 @@ mod tests {
             array_start_ns: 10_000,
             end_ns: 710_000,
             suspends: 0,
+            max_suspends: 1,
             read_done_with_die: false,
         });
-        assert!(die.can_suspend(300_000, 1));
+        assert!(die.can_suspend(300_000));
         let g = die.generation;
         assert_eq!(die.suspend(300_000, 5_000), 305_000);
         assert_ne!(die.generation, g);
-        assert!(!die.can_suspend(300_000, 1));
+        assert!(!die.can_suspend(300_000));
         let op = die.resume(400_000, 6_000);
         assert_eq!(op.end_ns, 400_000 + 6_000 + 410_000);
-        // The cap counts suspensions of this operation.
-        assert!(!die.can_suspend(500_000, 1));
-        assert!(die.can_suspend(500_000, 2));
+        // The cap counts suspensions of this operation, across its resumption.
+        assert_eq!((op.suspends, op.max_suspends), (1, 1));
+        assert!(!die.can_suspend(500_000));
+        die.active.as_mut().unwrap().max_suspends = 2;
+        assert!(die.can_suspend(500_000));
     }
 
     #[test]
@@ -141,13 +150,11 @@ mod tests {
             array_start_ns: 50,
             end_ns: 1_050,
             suspends: 0,
+            max_suspends: 5,
             read_done_with_die: false,
         });
         assert_eq!(die.suspend(20, 5), 55);
         assert_eq!(die.suspended.unwrap().remaining_ns, 1_000);
-        assert!(
-            !die.can_suspend(60, 5),
-            "nothing in service while suspended"
-        );
+        assert!(!die.can_suspend(60), "nothing in service while suspended");
     }
 }

@@ -1,69 +1,62 @@
-//! Page data of data-driven mode, stored by physical page.
+//! Data of data-driven mode, stored by physical mapping unit (what the FTL maps: a whole page,
+//! or one of the units a page packs).
 //!
-//! Only written pages hold memory. GC moves data with the page, an erase drops the block's
-//! pages, and a page that was mapped but never given data (preconditioning writes) reads as
+//! Only written units hold memory. GC moves data with the unit, an erase drops the block's
+//! units, and a unit that was mapped but never given data (preconditioning writes) reads as
 //! zeros, so reads always return exactly what the host last wrote.
 
 use std::collections::HashMap;
 
 #[derive(Debug, Default)]
-pub struct PageStore {
-    pages: HashMap<u32, Box<[u8]>>,
-    page_size: usize,
+pub struct UnitStore {
+    units: HashMap<u32, Box<[u8]>>,
+    unit_size: usize,
 }
 
-impl PageStore {
-    pub fn new(page_size: usize) -> Self {
-        PageStore {
-            pages: HashMap::new(),
-            page_size,
+impl UnitStore {
+    pub fn new(unit_size: usize) -> Self {
+        UnitStore {
+            units: HashMap::new(),
+            unit_size,
         }
     }
 
-    pub fn get(&self, ppa: u32) -> Option<&[u8]> {
-        self.pages.get(&ppa).map(|b| &b[..])
+    pub fn get(&self, unit: u32) -> Option<&[u8]> {
+        self.units.get(&unit).map(|b| &b[..])
     }
 
-    /// Copy page `ppa` (zeros when it holds no data) into `out`.
-    pub fn read_into(&self, ppa: u32, out: &mut [u8]) {
-        match self.pages.get(&ppa) {
-            Some(data) => out.copy_from_slice(data),
-            None => out.fill(0),
-        }
+    pub fn put(&mut self, unit: u32, data: Box<[u8]>) {
+        debug_assert_eq!(data.len(), self.unit_size);
+        self.units.insert(unit, data);
     }
 
-    pub fn put(&mut self, ppa: u32, data: Box<[u8]>) {
-        debug_assert_eq!(data.len(), self.page_size);
-        self.pages.insert(ppa, data);
-    }
-
-    /// Drop the data of a page that no longer holds live data (overwritten or trimmed), so
+    /// Drop the data of a unit that no longer holds live data (overwritten or trimmed), so
     /// that memory follows live data rather than everything ever written.
-    pub fn remove(&mut self, ppa: u32) {
-        self.pages.remove(&ppa);
+    pub fn remove(&mut self, unit: u32) {
+        self.units.remove(&unit);
     }
 
-    /// GC relocation: the data follows the page.
+    /// GC relocation: the data follows the unit.
     pub fn relocate(&mut self, src: u32, dst: u32) {
-        if let Some(data) = self.pages.remove(&src) {
-            self.pages.insert(dst, data);
+        if let Some(data) = self.units.remove(&src) {
+            self.units.insert(dst, data);
         }
     }
 
-    pub fn erase(&mut self, first_ppa: u32, pages: u32) {
-        if self.pages.is_empty() {
+    pub fn erase(&mut self, first_unit: u32, units: u32) {
+        if self.units.is_empty() {
             return;
         }
-        for ppa in first_ppa..first_ppa + pages {
-            self.pages.remove(&ppa);
+        for unit in first_unit..first_unit + units {
+            self.units.remove(&unit);
         }
     }
 
-    pub fn page_size(&self) -> usize {
-        self.page_size
+    pub fn unit_size(&self) -> usize {
+        self.unit_size
     }
 
-    pub fn stored_pages(&self) -> usize {
-        self.pages.len()
+    pub fn stored_units(&self) -> usize {
+        self.units.len()
     }
 }

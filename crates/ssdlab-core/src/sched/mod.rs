@@ -158,8 +158,14 @@ mod tests {
         ]);
         assert_eq!(Fcfs.pick(&h, &ctx(10)), Some(5), "the erase came first");
         assert_eq!(Priority::new(1_000_000).pick(&h, &ctx(10)), Some(0));
-        // Out of order: reads first in arrival order (the GC read came first).
-        assert_eq!(OutOfOrder.pick(&h, &ctx(10)), Some(3));
+        // Out of order: host reads first, though the GC read came first.
+        assert_eq!(OutOfOrder.pick(&h, &ctx(10)), Some(0));
+        let no_host_read = heads(&[c(Program, TxnClass::HostWrite, 0), c(Read, TxnClass::Gc, 2)]);
+        assert_eq!(
+            OutOfOrder.pick(&no_host_read, &ctx(10)),
+            Some(queue_of(Read, TxnClass::Gc)),
+            "then the other reads, before programs"
+        );
         // During a suspension only host reads run, under every policy.
         let suspended = DieContext {
             reads_only: true,
@@ -196,6 +202,35 @@ mod tests {
             c(Read, TxnClass::HostRead, 3_900),
         ]);
         assert_eq!(p.pick(&h, &ctx(4_000)), Some(5));
+    }
+
+    #[test]
+    fn priority_never_ages_a_gc_read_past_a_host_read() {
+        let mut p = Priority::new(1_000);
+        // Long aged, the GC read still yields to a fresh host read (it cannot be suspended)...
+        let h = heads(&[
+            c(Read, TxnClass::Gc, 0),
+            c(Read, TxnClass::HostRead, 99_000),
+        ]);
+        assert_eq!(p.pick(&h, &ctx(100_000)), Some(0));
+        // ...but still goes before a host write that has not aged.
+        let h = heads(&[
+            c(Read, TxnClass::Gc, 0),
+            c(Program, TxnClass::HostWrite, 99_500),
+        ]);
+        assert_eq!(
+            p.pick(&h, &ctx(100_000)),
+            Some(queue_of(Read, TxnClass::Gc))
+        );
+        // An aged GC program does go first: the host read will suspend it.
+        let h = heads(&[
+            c(Program, TxnClass::Gc, 0),
+            c(Read, TxnClass::HostRead, 99_000),
+        ]);
+        assert_eq!(
+            p.pick(&h, &ctx(100_000)),
+            Some(queue_of(Program, TxnClass::Gc))
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! `TSU_Priority_OutOfOrder` and of FLIN, Tavakkol et al., ISCA 2018, without its fairness
 //! control).
 
-use super::{host_read, min_head, DieContext, Heads, Scheduler};
+use super::{host_read, min_head, DieContext, Heads, Scheduler, TxnClass, TxnKind};
 
 pub struct Priority {
     aging_ns: u64,
@@ -29,10 +29,18 @@ impl Scheduler for Priority {
             return host_read(heads);
         }
         // Effective class = class − waited / aging (may go below 0); lowest wins, then oldest.
-        // Each queue is in arrival order, so its head has waited longest of its class.
+        // Each queue is in arrival order, so its head has waited longest of its class. A GC or
+        // write-path read never rises above host reads: it cannot be suspended, and a step's
+        // reads aged together would hold a waiting host read for all of them. An aged program
+        // or erase may start ahead of host reads, which then suspend it (within its budget), so
+        // it progresses between them and nothing starves.
         min_head(heads, |c| {
             let waited = die.now_ns.saturating_sub(c.enqueued_ns);
-            (c.class as i64 - (waited / self.aging_ns) as i64, c.seq)
+            let mut class = c.class as i64 - (waited / self.aging_ns) as i64;
+            if c.kind == TxnKind::Read && c.class != TxnClass::HostRead {
+                class = class.max(TxnClass::HostRead as i64 + 1);
+            }
+            (class, c.seq)
         })
     }
 }

@@ -43,17 +43,6 @@ impl LatencyStats {
         }
     }
 
-    /// With a histogram of two significant digits (1 % resolution): a tenth of the memory of
-    /// [`LatencyStats::new`]'s, for the secondary splits recorded on every completion.
-    pub fn coarse() -> Self {
-        LatencyStats {
-            histogram: Some(
-                Histogram::new_with_bounds(1, 10_000_000_000_000, 2).expect("valid bounds"),
-            ),
-            ..LatencyStats::new(false)
-        }
-    }
-
     #[inline]
     pub fn record(&mut self, value: u64) {
         self.n += 1;
@@ -114,6 +103,92 @@ impl LatencyStats {
     }
 }
 
+/// Count, mean, extremes and percentiles (two significant digits: 1 % resolution) of the
+/// queueing / service split recorded on every completion, at a fraction of the cost of an HDR
+/// histogram's recording: bucket counts are kept directly and turned into an HDR histogram
+/// (with the same buckets, so the same percentiles) only when a report asks.
+#[derive(Debug, Clone)]
+pub struct SplitStats {
+    /// Count, extremes and mean (without a histogram of its own).
+    pub moments: LatencyStats,
+    /// Counts per bucket of an HDR histogram of 1 ns .. ~3 hours at two significant digits:
+    /// 256 unit buckets, then 128 per power of two.
+    counts: Vec<u64>,
+    /// The bucket of the histogram's highest trackable value, where values past the last
+    /// bucket go (as `Histogram::saturating_record` clamps them).
+    clamp_index: usize,
+}
+
+impl SplitStats {
+    const SIGNIFICANT_DIGITS: u8 = 2;
+    const HIGHEST_NS: u64 = 10_000_000_000_000;
+
+    pub fn new() -> Self {
+        let h = Self::empty_histogram();
+        SplitStats {
+            moments: LatencyStats::new(false),
+            counts: vec![0; h.distinct_values()],
+            clamp_index: Self::index_of(h.high()),
+        }
+    }
+
+    fn empty_histogram() -> Histogram<u64> {
+        Histogram::new_with_bounds(1, Self::HIGHEST_NS, Self::SIGNIFICANT_DIGITS)
+            .expect("valid bounds")
+    }
+
+    /// The HDR bucket of `value` (at least 1) for unit 1 and two significant digits: 256
+    /// sub-buckets (sub-bucket magnitude 8), as `Histogram::index_for` computes it.
+    #[inline]
+    fn index_of(value: u64) -> usize {
+        let bucket = 56 - (value | 255).leading_zeros();
+        let sub = (value >> bucket) as usize;
+        ((bucket as usize + 1) << 7) + sub - 128
+    }
+
+    /// The lowest value of bucket `index` (which [`SplitStats::index_of`] maps back to it).
+    fn value_of(index: usize) -> u64 {
+        if index < 256 {
+            index as u64
+        } else {
+            let bucket = (index >> 7) - 1;
+            (((index & 127) + 128) as u64) << bucket
+        }
+    }
+
+    #[inline]
+    pub fn record(&mut self, value: u64) {
+        self.moments.record(value);
+        let mut index = Self::index_of(value.max(1));
+        if index >= self.counts.len() {
+            index = self.clamp_index;
+        }
+        self.counts[index] += 1;
+    }
+
+    /// Percentiles `ps` (0..=100) as [`LatencyStats::percentile`] gives them, clamped to the
+    /// exact extremes; 0 when nothing was recorded.
+    pub fn percentiles<const N: usize>(&self, ps: [f64; N]) -> [u64; N] {
+        let m = &self.moments;
+        if m.n == 0 {
+            return [0; N];
+        }
+        let mut h = Self::empty_histogram();
+        for (index, &count) in self.counts.iter().enumerate() {
+            if count > 0 {
+                h.saturating_record_n(Self::value_of(index), count);
+            }
+        }
+        ps.map(|p| h.value_at_quantile(p / 100.0).min(m.max).max(m.min))
+    }
+}
+
+impl Default for SplitStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// One direction (read, write or trim) of a job.
 #[derive(Debug, Clone)]
 pub struct OpStats {
@@ -126,8 +201,8 @@ pub struct OpStats {
     /// Total latency: arrival to completion.
     pub lat: LatencyStats,
     /// The part of `clat` spent waiting in die queues, and the rest (service).
-    pub queue: LatencyStats,
-    pub service: LatencyStats,
+    pub queue: SplitStats,
+    pub service: SplitStats,
     pub errors: u64,
 }
 
@@ -139,8 +214,8 @@ impl OpStats {
             slat: LatencyStats::new(false),
             clat: LatencyStats::new(true),
             lat: LatencyStats::new(false),
-            queue: LatencyStats::coarse(),
-            service: LatencyStats::coarse(),
+            queue: SplitStats::new(),
+            service: SplitStats::new(),
             errors: 0,
         }
     }
@@ -221,10 +296,14 @@ pub struct IntervalRow {
     pub write_bytes: u64,
     pub read_lat_mean_ns: f64,
     pub write_lat_mean_ns: f64,
-    pub host_pages_written: u64,
+    pub host_bytes_written: u64,
     pub flash_pages_programmed: u64,
-    pub gc_pages_moved: u64,
+    pub gc_pages_programmed: u64,
     pub erases: u64,
+    /// Media bytes programmed over host bytes written in this interval (0 without writes).
+    pub waf: f64,
+    #[serde(skip)]
+    page_bytes: u64,
     #[serde(skip)]
     read_lat_sum: u128,
     #[serde(skip)]
@@ -234,9 +313,9 @@ pub struct IntervalRow {
 impl IntervalRow {
     fn is_empty(&self) -> bool {
         self.reads + self.writes == 0
-            && self.host_pages_written
+            && self.host_bytes_written
                 + self.flash_pages_programmed
-                + self.gc_pages_moved
+                + self.gc_pages_programmed
                 + self.erases
                 == 0
     }
@@ -249,9 +328,9 @@ impl IntervalRow {
         self.write_bytes += other.write_bytes;
         self.read_lat_sum += other.read_lat_sum;
         self.write_lat_sum += other.write_lat_sum;
-        self.host_pages_written += other.host_pages_written;
+        self.host_bytes_written += other.host_bytes_written;
         self.flash_pages_programmed += other.flash_pages_programmed;
-        self.gc_pages_moved += other.gc_pages_moved;
+        self.gc_pages_programmed += other.gc_pages_programmed;
         self.erases += other.erases;
         self.update_means();
     }
@@ -262,6 +341,10 @@ impl IntervalRow {
         }
         if self.writes > 0 {
             self.write_lat_mean_ns = self.write_lat_sum as f64 / self.writes as f64;
+        }
+        if self.host_bytes_written > 0 {
+            self.waf = (self.flash_pages_programmed * self.page_bytes) as f64
+                / self.host_bytes_written as f64;
         }
     }
 }
@@ -284,9 +367,11 @@ pub struct TimeSeries {
     max_rows: usize,
     pub rows: Vec<IntervalRow>,
     current: IntervalRow,
-    /// FTL counters (host pages, flash pages, gc moves, erases) when the current row was last
+    /// FTL counters (host bytes, flash pages, GC pages, erases) when the current row was last
     /// closed: the deltas since then belong to it.
     baseline: [u64; 4],
+    /// Bytes of a flash page (for each row's write amplification).
+    page_bytes: u64,
 }
 
 impl TimeSeries {
@@ -309,6 +394,12 @@ impl TimeSeries {
             },
             ..Default::default()
         }
+    }
+
+    /// The flash page size each row's write amplification counts programmed pages in.
+    pub fn with_page_bytes(mut self, page_bytes: u32) -> Self {
+        self.page_bytes = page_bytes as u64;
+        self
     }
 
     pub fn enabled(&self) -> bool {
@@ -364,15 +455,16 @@ impl TimeSeries {
                 ..Default::default()
             },
         );
-        row.host_pages_written += counters[0] - self.baseline[0];
+        row.host_bytes_written += counters[0] - self.baseline[0];
         row.flash_pages_programmed += counters[1] - self.baseline[1];
-        row.gc_pages_moved += counters[2] - self.baseline[2];
+        row.gc_pages_programmed += counters[2] - self.baseline[2];
         row.erases += counters[3] - self.baseline[3];
         self.baseline = counters;
         if row.is_empty() {
             return;
         }
         row.interval_ns = self.interval_ns;
+        row.page_bytes = self.page_bytes;
         row.update_means();
         match self.rows.last_mut() {
             Some(last) if last.start_ns == row.start_ns => last.absorb(&row),
@@ -414,7 +506,8 @@ impl TimeSeries {
     }
 
     pub fn reset(&mut self) {
-        *self = TimeSeries::with_max_rows(self.base_interval_ns, self.max_rows);
+        *self = TimeSeries::with_max_rows(self.base_interval_ns, self.max_rows)
+            .with_page_bytes(self.page_bytes as u32);
     }
 }
 
@@ -435,14 +528,27 @@ pub struct RequestLogRow {
     pub physical_sector: i64,
     /// Array and bus time spent on this request's flash commands.
     pub flash_duration_ns: u64,
+    /// The part of `duration_ns` spent waiting in die queues (the longest wait of one of its
+    /// flash operations for its die), and the rest: `queue_ns + service_ns = duration_ns`,
+    /// the split the job's `ssd_job` section sums per direction.
+    pub queue_ns: u64,
+    pub service_ns: u64,
 }
 
 impl RequestLogRow {
-    pub const CSV_HEADER: &'static str = "request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns";
+    pub const CSV_HEADER: &'static str = "request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns,queue_ns,service_ns";
+
+    /// Set the duration (issue to completion) and its split into queueing time (`queue_ns`,
+    /// capped at the duration) and service time.
+    pub fn set_duration(&mut self, duration_ns: u64, queue_ns: u64) {
+        self.duration_ns = duration_ns;
+        self.queue_ns = queue_ns.min(duration_ns);
+        self.service_ns = duration_ns - self.queue_ns;
+    }
 
     pub fn csv_line(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.request,
             self.op,
             self.logical_sector,
@@ -454,7 +560,9 @@ impl RequestLogRow {
             self.oob_writes,
             self.erases,
             self.physical_sector,
-            self.flash_duration_ns
+            self.flash_duration_ns,
+            self.queue_ns,
+            self.service_ns
         )
     }
 }
@@ -501,6 +609,49 @@ mod tests {
     }
 
     #[test]
+    fn split_stats_give_the_percentiles_of_a_two_digit_hdr_histogram() {
+        let reference = |values: &[u64]| {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 10_000_000_000_000, 2).unwrap();
+            for &v in values {
+                h.saturating_record(v.max(1));
+            }
+            let (min, max) = (*values.iter().min().unwrap(), *values.iter().max().unwrap());
+            [50.0, 99.0, 99.9].map(|p| h.value_at_quantile(p / 100.0).min(max).max(min))
+        };
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut values = vec![0, 1, 2, 127, 128, 255, 256, 257, 511, 512, 1_000_000];
+        // Past the histogram's range too (there values are clamped to its highest).
+        values.extend([9_999_999_999_999, 10_000_000_000_000, 1 << 50, 1 << 60]);
+        for i in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Every magnitude from 1 ns to hours.
+            values.push(x >> (x % 64).max(i as u64 % 20 + 20));
+        }
+        for take in [1, 3, 12, 200, values.len()] {
+            let mut s = SplitStats::new();
+            for &v in &values[..take] {
+                s.record(v);
+            }
+            assert_eq!(
+                s.percentiles([50.0, 99.0, 99.9]),
+                reference(&values[..take]),
+                "{take}"
+            );
+            assert_eq!(s.moments.n, take as u64);
+        }
+        // Each bucket's lowest value maps back to the bucket.
+        for index in 0..SplitStats::new().counts.len() {
+            assert_eq!(
+                SplitStats::index_of(SplitStats::value_of(index).max(1)),
+                index.max(1)
+            );
+        }
+        assert_eq!(SplitStats::new().percentiles([50.0]), [0]);
+    }
+
+    #[test]
     fn time_series_rows_cover_intervals_with_activity() {
         let mut ts = TimeSeries::new(100);
         ts.record(5, true, 4096, 10, || [0, 0, 0, 0]);
@@ -512,8 +663,8 @@ mod tests {
         assert_eq!(starts, vec![0, 100, 300]);
         assert_eq!(ts.rows[0].reads, 1);
         assert_eq!(ts.rows[1].writes, 1);
-        assert_eq!(ts.rows[0].host_pages_written, 1);
-        assert_eq!(ts.rows[1].host_pages_written, 2);
+        assert_eq!(ts.rows[0].host_bytes_written, 1);
+        assert_eq!(ts.rows[1].host_bytes_written, 2);
         assert_eq!(ts.rows[2].write_lat_mean_ns, 50.0);
         assert_eq!(
             ts.rows
@@ -562,7 +713,7 @@ mod tests {
         }
         let reads: u64 = ts.rows.iter().map(|r| r.reads).sum();
         let writes: u64 = ts.rows.iter().map(|r| r.writes).sum();
-        let host: u64 = ts.rows.iter().map(|r| r.host_pages_written).sum();
+        let host: u64 = ts.rows.iter().map(|r| r.host_bytes_written).sum();
         assert_eq!((reads, writes, host), (33_334, 66_666, 100_000));
         // Means stay exact through merges: reads at t = 0, 3, 6, ... have latency t % 7.
         let sum: u64 = (0..100_000u64).filter(|t| t % 3 == 0).map(|t| t % 7).sum();

@@ -84,6 +84,17 @@ pub struct SsdReportInputs<'a> {
     pub allocation: &'a str,
     /// Array-busy time of each die.
     pub die_busy_ns: &'a [u64],
+    pub page_bytes: u32,
+    pub mapping_unit_bytes: u32,
+}
+
+/// Write amplification: media bytes over host bytes (0 before any write).
+fn waf(media_bytes: u64, host_bytes: u64) -> f64 {
+    if host_bytes == 0 {
+        0.0
+    } else {
+        media_bytes as f64 / host_bytes as f64
+    }
 }
 
 fn erase_json(counts: &[u32]) -> Value {
@@ -122,13 +133,7 @@ fn utilisation(busy_ns: &[u64], sim_time_ns: u64) -> (f64, f64) {
 
 pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
     let (die_utilisation, die_utilisation_max) = utilisation(r.die_busy_ns, r.sim_time_ns);
-    let host = r.ftl.host_pages_written;
     let flash = r.ftl.flash_pages_programmed();
-    let waf = if host == 0 {
-        0.0
-    } else {
-        flash as f64 / host as f64
-    };
     let mut totals = HandleCounters::default();
     let handles: Vec<Value> = r
         .handles
@@ -143,17 +148,26 @@ pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
                 "host_bytes_written": h.host_bytes_written,
                 "media_bytes_written": h.media_bytes_written,
                 "media_bytes_erased": h.media_bytes_erased,
+                "waf": waf(h.media_bytes_written, h.host_bytes_written),
             })
         })
         .collect();
     json!({
-        "waf": waf,
-        "host_pages_written": host,
+        // One write amplification everywhere: media bytes programmed over host bytes written
+        // (per handle below, per interval in the time series).
+        "waf": r.ftl.waf(r.page_bytes),
+        "host_bytes_written": r.ftl.host_bytes_written,
+        "host_units_written": r.ftl.host_units_written,
+        "host_pages_programmed": r.ftl.host_pages_programmed,
         "flash_pages_programmed": flash,
+        "media_bytes_written": flash * r.page_bytes as u64,
+        "mapping_unit_bytes": r.mapping_unit_bytes,
+        "padded_units": r.ftl.padded_units,
         "gc": {
             "invocations": r.ftl.gc_invocations,
             "background_invocations": r.ftl.gc_background_invocations,
-            "pages_moved": r.ftl.gc_pages_moved,
+            "pages_programmed": r.ftl.gc_pages_programmed,
+            "units_moved": r.ftl.gc_units_moved,
             "time_ns": r.flash.gc_busy_ns,
             "foreground_time_ns": r.flash.gc_busy_ns - r.flash.gc_background_ns,
             "background_time_ns": r.flash.gc_background_ns,
@@ -179,14 +193,10 @@ pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
             "host_bytes_written": totals.host_bytes_written,
             "media_bytes_written": totals.media_bytes_written,
             "media_bytes_erased": totals.media_bytes_erased,
-            // FDP's write amplification: media bytes over host bytes. It exceeds `waf` (pages)
-            // when the host writes less than a page at a time.
-            "waf_bytes": if totals.host_bytes_written == 0 { 0.0 } else {
-                totals.media_bytes_written as f64 / totals.host_bytes_written as f64
-            },
+            "waf": waf(totals.media_bytes_written, totals.host_bytes_written),
         }},
         "flash": r.flash,
-        "trimmed_pages": r.ftl.trimmed_pages,
+        "trimmed_units": r.ftl.trimmed_units,
         "ftl": r.ftl_name,
         "sim_time_ns": r.sim_time_ns,
         "seed": r.seed,
