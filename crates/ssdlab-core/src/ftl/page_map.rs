@@ -80,6 +80,9 @@ pub struct PageMapFtl {
     /// Open block per (plane, handle, kind).
     open: Vec<u32>,
     pools: Vec<Box<dyn FreeBlockPool>>,
+    /// Free blocks per plane (the pools' lengths, read on every host page and idle die without
+    /// a call through the pool's trait object).
+    free: Vec<u32>,
     /// The victim being collected in each plane and the next page offset to look at.
     gc_jobs: Vec<Option<GcJob>>,
     handles: u32,
@@ -127,6 +130,7 @@ impl PageMapFtl {
             erase_count: vec![0; blocks],
             block_handle: vec![0; blocks],
             open: vec![NONE; geo.planes as usize * handles as usize * 2],
+            free: pools.iter().map(|p| p.len() as u32).collect(),
             pools,
             gc_jobs: vec![None; geo.planes as usize],
             handles,
@@ -190,7 +194,7 @@ impl PageMapFtl {
             }
             if kind == HOST {
                 let mut rounds = 0;
-                while self.pools[plane as usize].len() <= GC_RESERVE_BLOCKS {
+                while self.free[plane as usize] as usize <= GC_RESERVE_BLOCKS {
                     if !self.gc_step(plane, self.geo.pages_per_block, now_ns, ops)? {
                         return Err(FtlError::NoSpace { plane });
                     }
@@ -206,8 +210,9 @@ impl PageMapFtl {
             block = self.pools[plane as usize]
                 .pop()
                 .ok_or(FtlError::NoSpace { plane })?;
+            self.free[plane as usize] -= 1;
             if kind == HOST {
-                let free = self.pools[plane as usize].len();
+                let free = self.free[plane as usize] as usize;
                 self.min_free_blocks = self.min_free_blocks.min(free);
             }
             let b = block as usize;
@@ -265,7 +270,7 @@ impl PageMapFtl {
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
     ) -> Result<(), FtlError> {
-        let free = self.pools[plane as usize].len();
+        let free = self.free[plane as usize] as usize;
         if free <= self.fg_free_blocks {
             let shortage = (self.fg_free_blocks - free) as u32 + 1;
             self.gc_step(plane, self.step_pages * shortage, now_ns, ops)?;
@@ -327,8 +332,8 @@ impl PageMapFtl {
                 let victim = (base + index) as u32;
                 // Out of the candidates while it is collected: never chosen twice.
                 self.state[victim as usize] = BlockState::Victim;
-                let pools = &self.pools;
-                let of = |p: u32| pools[p as usize].len();
+                let free_blocks = &self.free;
+                let of = |p: u32| free_blocks[p as usize] as usize;
                 let free = FreeBlocks {
                     of: &of,
                     planes: self.geo.planes,
@@ -346,7 +351,7 @@ impl PageMapFtl {
         let v = victim as usize;
         let handle = self.block_handle[v] as u32;
         if job.destination != plane
-            && self.pools[job.destination as usize].len() <= self.foreign_gc_floor()
+            && self.free[job.destination as usize] as usize <= self.foreign_gc_floor()
         {
             // The other plane's free blocks ran low (other victims' data went there too): the
             // rest comes home, and what went there is programmed first.
@@ -435,6 +440,7 @@ impl PageMapFtl {
         self.write_ptr[v] = 0;
         self.last_write_ns[v] = 0;
         self.pools[plane as usize].push(victim, self.erase_count[v]);
+        self.free[plane as usize] += 1;
         self.counters.gc_invocations += 1;
         self.counters.erases += 1;
         self.handle_counters[handle as usize].media_bytes_erased +=
@@ -561,7 +567,7 @@ impl Ftl for PageMapFtl {
 
     #[inline]
     fn wants_background_gc(&self, plane: u32) -> bool {
-        self.pools[plane as usize].len() < self.bg_free_blocks
+        (self.free[plane as usize] as usize) < self.bg_free_blocks
             || self.gc_jobs[plane as usize].is_some()
     }
 
@@ -584,7 +590,7 @@ impl Ftl for PageMapFtl {
     }
 
     fn free_blocks(&self, plane: u32) -> usize {
-        self.pools[plane as usize].len()
+        self.free[plane as usize] as usize
     }
 
     fn min_free_blocks(&self) -> usize {
@@ -659,7 +665,9 @@ impl Ftl for PageMapFtl {
             if victims != self.gc_jobs[plane as usize].is_some() as usize {
                 return Err(format!("plane {plane}: {victims} blocks in collection"));
             }
-            if free != self.pools[plane as usize].len() {
+            if free != self.pools[plane as usize].len()
+                || free != self.free[plane as usize] as usize
+            {
                 return Err(format!(
                     "plane {plane}: {free} free blocks but {} in the pool",
                     self.pools[plane as usize].len()

@@ -1101,7 +1101,9 @@ impl Device {
             let unit = first_unit + i;
             let (lo, hi) = page_span(req, unit, unit_bytes);
             let ppa = match self.ftl.lookup(unit, &mut self.ops) {
-                Some(pu) if self.ftl.is_programmed(pu) => pu >> self.unit_shift,
+                Some(pu) if self.unit_shift == 0 || self.ftl.is_programmed(pu) => {
+                    pu >> self.unit_shift
+                }
                 None if self.config.host.unmapped_read == UnmappedRead::Flash => {
                     let lpa = unit >> self.unit_shift;
                     let plane = self.geo.stripe_order[(lpa % self.geo.planes as u64) as usize];
@@ -1270,7 +1272,8 @@ impl Device {
     /// dies' load during a run, the timeline's otherwise).
     pub(super) fn host_plane(&mut self, handle: u32, now_ns: u64) -> u32 {
         let active = self.active_plane[handle as usize];
-        if active != NONE && self.ftl.host_page_filling(active, handle) {
+        // With one unit per page every page is full at once (no call needed to know it).
+        if self.unit_shift > 0 && active != NONE && self.ftl.host_page_filling(active, handle) {
             return active;
         }
         let loads = match &self.engine {

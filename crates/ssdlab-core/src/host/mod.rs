@@ -726,7 +726,9 @@ impl Device {
                 }
             }
             let ppa = match found {
-                Some(pu) if self.ftl.is_programmed(pu) => pu >> self.unit_shift,
+                Some(pu) if self.unit_shift == 0 || self.ftl.is_programmed(pu) => {
+                    pu >> self.unit_shift
+                }
                 Some(_) => {
                     immediate_bytes += hi - lo;
                     continue;
