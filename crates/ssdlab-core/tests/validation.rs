@@ -51,6 +51,15 @@ mod single_request_latency {
         ("ecc.encode_ns", "800"),
     ];
 
+    /// The one-die TLC device with the settings of each of `extra` on top, later ones winning.
+    pub(super) fn tlc_one_die(extra: &[&[(&'static str, &'static str)]]) -> Device {
+        let mut pairs = TLC_ONE_DIE.to_vec();
+        for sets in extra {
+            pairs.extend_from_slice(sets);
+        }
+        device(&pairs, 1)
+    }
+
     #[test]
     fn reads_and_writes_of_each_tlc_page_type_match_the_formula() {
         let mut dev = device(TLC_ONE_DIE, 1);
@@ -524,14 +533,12 @@ mod scheduling {
     /// One die, one plane, TLC 500/700/900 us programs, 3 ms erases; no host link, BCH decode
     /// 10.9 us (the single-request device, with the link off).
     fn one_die(extra: &[(&'static str, &'static str)]) -> Device {
-        let mut pairs = super::single_request_latency::TLC_ONE_DIE.to_vec();
-        pairs.extend([
+        let base = [
             ("cell.erase_ns", "3000000"),
             ("host.link_mbps", "0"),
             ("stats.request_log", "true"),
-        ]);
-        pairs.extend_from_slice(extra);
-        device(&pairs, 1)
+        ];
+        super::single_request_latency::tlc_one_die(&[&base, extra])
     }
 
     fn at(op: Op, page: u64, t: u64) -> HostRequest {
@@ -847,15 +854,13 @@ mod mapping_units {
 
     /// One die, one plane, 16 KiB pages of 4 KiB units; host link 4000 MB/s, BCH.
     fn packed(extra: &[(&'static str, &'static str)]) -> Device {
-        let mut pairs = super::single_request_latency::TLC_ONE_DIE.to_vec();
-        pairs.extend([
+        let base = [
             ("geometry.page_size_bytes", "16384"),
             ("geometry.pages_per_block", "96"),
             ("ftl.mapping_unit_bytes", "4096"),
             ("stats.request_log", "true"),
-        ]);
-        pairs.extend_from_slice(extra);
-        device(&pairs, 1)
+        ];
+        super::single_request_latency::tlc_one_die(&[&base, extra])
     }
 
     const LINK_4K: u64 = 1_024; // 4096 B at 4000 MB/s

@@ -20,7 +20,6 @@
 //! forced into page order once queued; read retries re-read the page as new transactions.
 
 use super::{page_span, Device, DeviceError};
-use crate::config::UnmappedRead;
 use crate::ecc;
 use crate::ftl::{FlashOp, UnitWrite};
 use crate::nand::die::{ActiveOp, Die};
@@ -893,9 +892,7 @@ impl Device {
                     let busy = t_read + t_prog;
                     self.count_gc_read(t_read, false, background);
                     self.count_gc_program(t_prog, false, background);
-                    if let Some(store) = &mut self.store {
-                        store.relocate(src, dst);
-                    }
+                    self.relocate_data(src, dst);
                     let die = self.geo.die_of(src);
                     let e = self.engine();
                     if fused != NONE && e.txns[fused as usize].die == die {
@@ -922,39 +919,22 @@ impl Device {
                     e.queued_work_ns[die as usize] += busy;
                 }
                 FlashOp::Move { src, dst } => {
-                    let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
-                    let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
-                    self.count_gc_read(t_read, true, background);
-                    self.count_gc_program(t_prog, true, background);
-                    if let Some(store) = &mut self.store {
-                        store.relocate(src, dst);
-                    }
-                    let mut program = self.at_page(txn(TxnKind::Program, class, t_prog), dst);
-                    program.transfers = 1;
-                    program.gates = 1;
-                    let program = self.engine().gc_txn(program, request, background);
+                    self.relocate_data(src, dst);
+                    let program = self.gc_program_txn(dst, class, request, background, true);
                     let read = self.gc_read_txn(src, class, batch, request, background);
                     self.engine().txns[read as usize].next = program;
                     ready_now.push(read);
                 }
                 FlashOp::GcRead { src } => {
-                    let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
-                    self.count_gc_read(t_read, true, background);
                     feeder = self.gc_read_txn(src, class, batch, request, background);
                     ready_now.push(feeder);
                 }
                 FlashOp::MoveUnit { src, dst } => {
-                    if let Some(store) = &mut self.store {
-                        store.relocate(src, dst);
-                    }
+                    self.relocate_data(src, dst);
                 }
                 FlashOp::GcProgram { dst } => {
-                    let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
-                    self.count_gc_program(t_prog, true, background);
-                    let mut program = self.at_page(txn(TxnKind::Program, class, t_prog), dst);
-                    program.transfers = 1;
-                    program.gates = (feeder != NONE) as u8;
-                    let id = self.engine().gc_txn(program, request, background);
+                    let gated = feeder != NONE;
+                    let id = self.gc_program_txn(dst, class, request, background, gated);
                     if feeder == NONE {
                         ready_now.push(id);
                     } else {
@@ -997,8 +977,8 @@ impl Device {
         self.engine().scratch_reads = ready_now;
     }
 
-    /// A GC read of `src` through the controller, counted in `batch` (the victim's erase waits
-    /// for it); its completion releases what is chained to it after decode and re-encode.
+    /// A GC read of `src` through the controller, counted, and in `batch` (the victim's erase
+    /// waits for it); its completion releases what is chained to it after decode and re-encode.
     fn gc_read_txn(
         &mut self,
         src: u32,
@@ -1008,6 +988,7 @@ impl Device {
         background: bool,
     ) -> u32 {
         let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
+        self.count_gc_read(t_read, true, background);
         let mut read = self.at_page(txn(TxnKind::Read, class, t_read), src);
         read.transfers = 1;
         read.batch = batch;
@@ -1015,6 +996,24 @@ impl Device {
         let e = self.engine();
         e.batches[batch as usize].reads_left += 1;
         e.gc_txn(read, request, background)
+    }
+
+    /// A GC program of `dst` through the controller, counted; `gated`: it waits to be released
+    /// by what feeds it its data.
+    fn gc_program_txn(
+        &mut self,
+        dst: u32,
+        class: TxnClass,
+        request: u32,
+        background: bool,
+        gated: bool,
+    ) -> u32 {
+        let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
+        self.count_gc_program(t_prog, true, background);
+        let mut program = self.at_page(txn(TxnKind::Program, class, t_prog), dst);
+        program.transfers = 1;
+        program.gates = gated as u8;
+        self.engine().gc_txn(program, request, background)
     }
 
     /// Translate a request issued at `issue_ns` (the engine's present) into transactions.
@@ -1090,7 +1089,6 @@ impl Device {
         units: u64,
         slot: u32,
     ) -> Result<(), DeviceError> {
-        let page = self.page_size() as u64;
         let unit_bytes = self.unit_bytes;
         let bits = self.geo.bits_per_cell as usize;
         // (page, bytes wanted from it); units of one page are read once.
@@ -1100,20 +1098,10 @@ impl Device {
         for i in 0..units {
             let unit = first_unit + i;
             let (lo, hi) = page_span(req, unit, unit_bytes);
-            let ppa = match self.ftl.lookup(unit, &mut self.ops) {
-                Some(pu) if self.unit_shift == 0 || self.ftl.is_programmed(pu) => {
-                    pu >> self.unit_shift
-                }
-                None if self.config.host.unmapped_read == UnmappedRead::Flash => {
-                    let lpa = unit >> self.unit_shift;
-                    let plane = self.geo.stripe_order[(lpa % self.geo.planes as u64) as usize];
-                    self.geo.first_page(plane * self.geo.blocks_per_plane)
-                }
-                // Unmapped, or still in the staging buffer: no flash read.
-                _ => {
-                    immediate_bytes += hi - lo;
-                    continue;
-                }
+            let found = self.ftl.lookup(unit, &mut self.ops);
+            let Some(ppa) = self.page_to_read(unit, found) else {
+                immediate_bytes += hi - lo;
+                continue;
             };
             match mapped.last_mut() {
                 Some((last, bytes)) if *last == ppa => *bytes += hi - lo,
@@ -1151,11 +1139,10 @@ impl Device {
             t.decode_pages = n as u32;
             t.host_bytes = host_bytes;
             t.request = slot;
-            self.flash.array_reads += n as u64;
-            self.flash.bytes_transferred += n as u64 * page;
-            self.flash.codewords_decoded += n as u64 * self.derived.codewords_per_page as u64;
-            self.work.reads += n as u32;
-            self.work.flash_ns += array_ns + n as u64 * self.derived.page_transfer_ns;
+            self.count_host_read(
+                n as u32,
+                array_ns + n as u64 * self.derived.page_transfer_ns,
+            );
             self.work.first_ppa.get_or_insert(ppa);
             let e = self.engine();
             let id = e.new_txn(t);
@@ -1211,12 +1198,8 @@ impl Device {
             }
             if let Some(old) = self.rmw_source(outcome, hi - lo) {
                 self.flash.rmw_reads += 1;
-                self.flash.array_reads += 1;
-                self.flash.bytes_transferred += self.page_size() as u64;
-                self.flash.codewords_decoded += self.derived.codewords_per_page as u64;
                 let t_read = self.derived.read_ns[self.geo.page_type(old) as usize];
-                self.work.reads += 1;
-                self.work.flash_ns += t_read + self.derived.page_transfer_ns;
+                self.count_host_read(1, t_read + self.derived.page_transfer_ns);
                 // The old page is on the write's critical path: read it as a host read (served
                 // first, and it may suspend what its die is doing), not behind queued GC.
                 let mut read = self.at_page(txn(TxnKind::Read, TxnClass::HostRead, t_read), old);

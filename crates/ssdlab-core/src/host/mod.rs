@@ -541,9 +541,7 @@ impl Device {
                     }
                     self.count_gc_read(t_read, !copyback, false);
                     self.count_gc_program(t_prog, !copyback, false);
-                    if let Some(store) = &mut self.store {
-                        store.relocate(src, dst);
-                    }
+                    self.relocate_data(src, dst);
                 }
                 FlashOp::GcRead { src } => {
                     let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
@@ -555,9 +553,7 @@ impl Device {
                     self.count_gc_read(t_read, true, false);
                 }
                 FlashOp::MoveUnit { src, dst } => {
-                    if let Some(store) = &mut self.store {
-                        store.relocate(src, dst);
-                    }
+                    self.relocate_data(src, dst);
                 }
                 FlashOp::GcProgram { dst } => {
                     let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
@@ -616,7 +612,7 @@ impl Device {
     }
 
     /// Count an erase and drop the block's stored data.
-    fn count_erase(&mut self, block: u32, gc: bool, background: bool) {
+    pub(super) fn count_erase(&mut self, block: u32, gc: bool, background: bool) {
         let erase_ns = self.config.cell.erase_ns;
         self.flash.erases += 1;
         if gc {
@@ -624,11 +620,45 @@ impl Device {
         }
         self.work.erases += 1;
         self.work.flash_ns += erase_ns;
+        self.drop_block_data(block);
+    }
+
+    /// Data mode: the data of a GC-moved unit follows it.
+    #[inline]
+    pub(super) fn relocate_data(&mut self, src: u32, dst: u32) {
+        if let Some(store) = &mut self.store {
+            store.relocate(src, dst);
+        }
+    }
+
+    /// Data mode: an erased block holds no data.
+    fn drop_block_data(&mut self, block: u32) {
         if let Some(store) = &mut self.store {
             store.erase(
                 self.geo.first_page(block) << self.unit_shift,
                 self.geo.pages_per_block << self.unit_shift,
             );
+        }
+    }
+
+    /// The page a host read of logical unit `unit` (mapped to `found`) senses, or None when no
+    /// flash read is needed: the unit is unmapped (zeros) or still staged in the controller.
+    /// With `unmapped_read = "flash"` an unmapped unit costs a read of a page in the stripe
+    /// position it would have.
+    #[inline]
+    fn page_to_read(&self, unit: u64, found: Option<u32>) -> Option<u32> {
+        match found {
+            // With one unit per page nothing is staged: no need to ask the FTL.
+            Some(pu) if self.unit_shift == 0 || self.ftl.is_programmed(pu) => {
+                Some(pu >> self.unit_shift)
+            }
+            Some(_) => None,
+            None if self.config.host.unmapped_read == UnmappedRead::Flash => {
+                let lpa = unit >> self.unit_shift;
+                let plane = self.geo.stripe_order[(lpa % self.geo.planes as u64) as usize];
+                Some(self.geo.first_page(plane * self.geo.blocks_per_plane))
+            }
+            None => None,
         }
     }
 
@@ -651,7 +681,7 @@ impl Device {
         self.work.queue_ns = self.work.queue_ns.max(start_ns.saturating_sub(ready_ns));
     }
 
-    fn count_host_read(&mut self, pages: u32, flash_ns: u64) {
+    pub(super) fn count_host_read(&mut self, pages: u32, flash_ns: u64) {
         self.flash.array_reads += pages as u64;
         self.flash.bytes_transferred += pages as u64 * self.page_size() as u64;
         self.flash.codewords_decoded += pages as u64 * self.derived.codewords_per_page as u64;
@@ -725,24 +755,9 @@ impl Device {
                     None => dst.fill(0),
                 }
             }
-            let ppa = match found {
-                Some(pu) if self.unit_shift == 0 || self.ftl.is_programmed(pu) => {
-                    pu >> self.unit_shift
-                }
-                Some(_) => {
-                    immediate_bytes += hi - lo;
-                    continue;
-                }
-                None if self.config.host.unmapped_read == UnmappedRead::Flash => {
-                    // Charge a full read of a page in the stripe position this unit would have.
-                    let lpa = unit >> self.unit_shift;
-                    let plane = self.geo.stripe_order[(lpa % self.geo.planes as u64) as usize];
-                    self.geo.first_page(plane * self.geo.blocks_per_plane)
-                }
-                None => {
-                    immediate_bytes += hi - lo;
-                    continue;
-                }
+            let Some(ppa) = self.page_to_read(unit, found) else {
+                immediate_bytes += hi - lo;
+                continue;
             };
             // Units of one page read once (a sequentially written range).
             if self.txns.last().is_some_and(|t| t.ppa == ppa) {
@@ -1127,21 +1142,18 @@ impl Device {
                     ops,
                 )?;
                 dev.stage_unit(outcome, 0);
-                if let Some(store) = &mut dev.store {
+                if dev.store.is_some() {
                     // GC first (the old copy may have moved), then the overwrite.
                     for op in ops.iter() {
                         match *op {
                             FlashOp::Move { src, dst } | FlashOp::MoveUnit { src, dst } => {
-                                store.relocate(src, dst)
+                                dev.relocate_data(src, dst)
                             }
-                            FlashOp::Erase { block, .. } => store.erase(
-                                dev.geo.first_page(block) << dev.unit_shift,
-                                dev.geo.pages_per_block << dev.unit_shift,
-                            ),
+                            FlashOp::Erase { block, .. } => dev.drop_block_data(block),
                             FlashOp::GcRead { .. } | FlashOp::GcProgram { .. } => {}
                         }
                     }
-                    if let Some(old) = outcome.old {
+                    if let (Some(store), Some(old)) = (&mut dev.store, outcome.old) {
                         store.remove(old);
                     }
                 }

@@ -26,40 +26,27 @@ impl GcDestination for MostFree {
 mod tests {
     use super::*;
 
+    /// The plane chosen for a victim in `victim` when the planes have `counts` free blocks.
+    fn choose(counts: &[usize], victim: u32) -> u32 {
+        let of = |p: u32| counts[p as usize];
+        let free = FreeBlocks {
+            of: &of,
+            planes: counts.len() as u32,
+            keep: 3,
+        };
+        MostFree.choose(victim, &free)
+    }
+
     #[test]
     fn chooses_the_plane_with_most_free_blocks_above_the_floor() {
-        let counts = [3usize, 9, 9, 2];
-        let of = |p: u32| counts[p as usize];
-        let free = FreeBlocks {
-            of: &of,
-            planes: 4,
-            keep: 3,
-        };
+        let counts = [3, 9, 9, 2];
         // 1 and 2 tie with 9: the first after the victim wins.
-        assert_eq!(MostFree.choose(0, &free), 1);
-        assert_eq!(
-            MostFree.choose(1, &free),
-            1,
-            "no plane has more than the victim's"
-        );
-        assert_eq!(MostFree.choose(2, &free), 2);
+        assert_eq!(choose(&counts, 0), 1);
+        assert_eq!(choose(&counts, 1), 1, "no plane has more than the victim's");
+        assert_eq!(choose(&counts, 2), 2);
         // Above the floor but not above the victim's own count: stay.
-        let counts = [5usize, 4, 4, 4];
-        let of = |p: u32| counts[p as usize];
-        let free = FreeBlocks {
-            of: &of,
-            planes: 4,
-            keep: 3,
-        };
-        assert_eq!(MostFree.choose(0, &free), 0);
+        assert_eq!(choose(&[5, 4, 4, 4], 0), 0);
         // Below the floor: never chosen, however empty the victim's plane.
-        let counts = [0usize, 3, 3, 3];
-        let of = |p: u32| counts[p as usize];
-        let free = FreeBlocks {
-            of: &of,
-            planes: 4,
-            keep: 3,
-        };
-        assert_eq!(MostFree.choose(0, &free), 0);
+        assert_eq!(choose(&[0, 3, 3, 3], 0), 0);
     }
 }
