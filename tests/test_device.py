@@ -39,6 +39,17 @@ def test_requests_complete_with_positive_latency_and_advance_the_clock(make_devi
     assert dev.read(0, KIB4).latency_ns > 0
 
 
+def test_advance_to_moves_the_clock_forward_only_and_requests_issue_there(make_device):
+    dev = make_device()
+    dev.advance_to(1_000_000)
+    assert dev.now == 1_000_000
+    dev.advance_to(10)
+    assert dev.now == 1_000_000
+    assert dev.write(0, KIB4).submit_ns == 1_000_000
+    with pytest.raises(ValueError, match="time_ns"):
+        dev.advance_to(-1)
+
+
 def _script(dev: ssdlab.Device) -> list[ssdlab.Completion]:
     rng = np.random.default_rng(5)
     pages = dev.logical_bytes // KIB4

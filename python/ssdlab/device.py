@@ -220,6 +220,12 @@ class Device:
         """Current simulated time in ns."""
         return self._handle.now
 
+    def advance_to(self, time_ns: int) -> None:
+        """Move the simulated clock forward to ``time_ns`` (a host's think time between
+        requests; background GC may run in the idle window). An earlier time is ignored."""
+        _check_int("time_ns", time_ns, 0, _U64_MAX)
+        self._handle.advance_to(time_ns)
+
     @property
     def logical_bytes(self) -> int:
         """Exported (logical) capacity in bytes."""

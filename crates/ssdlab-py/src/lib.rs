@@ -175,6 +175,11 @@ impl PyDevice {
     fn now(&self, py: Python<'_>) -> u64 {
         self.with(py, |d| d.now_ns())
     }
+    /// Move the simulated clock forward to `time_ns` (host think time; background GC may use
+    /// the idle window). An earlier time leaves the clock where it is.
+    fn advance_to(&self, py: Python<'_>, time_ns: u64) {
+        self.with(py, |d| d.advance_to(time_ns))
+    }
     #[getter]
     fn logical_bytes(&self, py: Python<'_>) -> u64 {
         self.with(py, |d| d.logical_bytes())
