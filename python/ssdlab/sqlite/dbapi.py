@@ -1,0 +1,406 @@
+"""PEP 249 (DB-API 2.0) connections and cursors over APSW, on a device's VFS.
+
+Transactions follow the standard library's ``sqlite3`` (its legacy, default mode): a
+transaction is begun implicitly (``BEGIN``) before an INSERT, UPDATE, DELETE or REPLACE when
+none is open, and lasts until :meth:`Connection.commit` or :meth:`Connection.rollback`; other
+statements (SELECT, DDL, PRAGMA) run as they are, inside the open transaction if there is one.
+Closing a connection with a transaction open rolls it back.
+
+Every call into SQLite marks the connection as the device's active host, so the VFS charges
+its I/O (and CPU time) to this connection; calls on one device take turns under the store's
+lock. SQLite errors become the PEP 249 exceptions below, carrying ``sqlite_errorcode`` and
+``sqlite_errorname`` as the standard library's do.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import apsw
+
+from ssdlab.sqlite.store import DeviceStore, Host
+
+
+class Warning(Exception):
+    """PEP 249 ``Warning`` (the name the standard requires, shadowing the builtin here)."""
+
+
+class Error(Exception):
+    """Base of every PEP 249 error; ``sqlite_errorcode``/``sqlite_errorname`` are set for
+    errors SQLite reported."""
+
+    sqlite_errorcode: int | None = None
+    sqlite_errorname: str | None = None
+
+
+class InterfaceError(Error):
+    """Misuse of the interface: a closed connection or cursor."""
+
+
+class DatabaseError(Error):
+    """An error of the database."""
+
+
+class DataError(DatabaseError):
+    """A value out of range or of the wrong type."""
+
+
+class OperationalError(DatabaseError):
+    """The database's operation failed: I/O error, disk full, locked, SQL syntax."""
+
+
+class IntegrityError(DatabaseError):
+    """A constraint failed."""
+
+
+class InternalError(DatabaseError):
+    """SQLite's internal error."""
+
+
+class ProgrammingError(DatabaseError):
+    """Wrong use of SQL: bad parameters, a statement on a finished cursor."""
+
+
+class NotSupportedError(DatabaseError):
+    """A feature SQLite does not have."""
+
+
+_MAPPING: tuple[tuple[type[BaseException], type[Error]], ...] = (
+    (apsw.ConstraintError, IntegrityError),
+    (apsw.MismatchError, DataError),
+    (apsw.TooBigError, DataError),
+    (apsw.RangeError, DataError),
+    (apsw.BindingsError, ProgrammingError),
+    (apsw.ExecutionCompleteError, ProgrammingError),
+    (apsw.CursorClosedError, InterfaceError),
+    (apsw.ConnectionClosedError, InterfaceError),
+    (apsw.InternalError, InternalError),
+    (apsw.CorruptError, DatabaseError),
+    (apsw.NotADBError, DatabaseError),
+    (apsw.Error, OperationalError),
+)
+
+
+def _translate(error: BaseException) -> Error:
+    for apsw_type, ours in _MAPPING:
+        if isinstance(error, apsw_type):
+            translated = ours(*error.args)
+            code = getattr(error, "extendedresult", None)
+            if code is not None:
+                translated.sqlite_errorcode = code
+                translated.sqlite_errorname = apsw.mapping_result_codes.get(
+                    code, apsw.mapping_extended_result_codes.get(code)
+                )
+            return translated
+    return Error(str(error))
+
+
+#: A statement that begins a transaction implicitly (leading comments skipped).
+_DML = re.compile(
+    r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(insert|update|delete|replace)\b", re.I | re.S
+)
+
+
+@contextmanager
+def _quiet_vfs_errors() -> Iterator[None]:
+    """Around a close: SQLite checkpoints the WAL and gives up quietly when that fails (the
+    device full: the WAL stays, nothing is lost), and APSW then reports the VFS's exception as
+    unraisable. Those reports are dropped here; any other unraisable goes to the usual hook."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, apsw.Error):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
+class Connection:
+    """A PEP 249 connection to a database on a simulated device (see :func:`connect`)."""
+
+    def __init__(self, store: DeviceStore, device: Any, host: Host, raw: apsw.Connection) -> None:
+        self._store = store
+        self._device = device  # keeps the device (held weakly by the store) alive
+        self._host = host
+        self._raw = raw
+        self._generation = store.generation
+        self.closed = False
+        #: Checkpoints run by the connection: WAL file name and size limit (0: none).
+        self._wal_name = ""
+        self._wal_limit_bytes = 0
+        self.checkpoint_errors = 0
+        # PEP 249 optional extension: the exceptions as attributes.
+        for exc in (
+            Warning, Error, InterfaceError, DatabaseError, DataError, OperationalError,
+            IntegrityError, InternalError, ProgrammingError, NotSupportedError,
+        ):  # fmt: skip
+            setattr(self, exc.__name__, exc)
+
+    # -- running SQLite ----------------------------------------------------------------------
+
+    def _call(self, function: Any, *args: Any) -> Any:
+        """Run ``function(*args)`` against SQLite with this connection's I/O accounted to it."""
+        if self.closed:
+            raise InterfaceError("cannot operate on a closed connection")
+        store = self._store
+        if store.generation != self._generation:
+            raise OperationalError(
+                "the device crashed (simulated) after this connection opened: close it and "
+                "open a new one"
+            )
+        with store.lock:
+            previous = store.active
+            store.active = self._host
+            try:
+                result = function(*args)
+                wal = store.files.get(self._wal_name) if self._wal_limit_bytes else None
+                if wal is not None and wal.size > self._wal_limit_bytes:
+                    self._checkpoint()
+                return result
+            except apsw.Error as error:
+                raise _translate(error) from error
+            finally:
+                store.active = previous
+
+    def _checkpoint(self) -> None:
+        """Checkpoint the WAL once it outgrew its limit and no transaction is open.
+
+        The connection does this between calls instead of SQLite's auto-checkpoint inside
+        COMMIT: a checkpoint that fails (the device full) would turn a commit that succeeded
+        into an error there. A failed checkpoint here loses nothing (the WAL keeps every frame)
+        and is counted in ``checkpoint_errors``."""
+        if not self._raw.get_autocommit():
+            return
+        try:
+            for _ in self._raw.execute("PRAGMA wal_checkpoint(PASSIVE)"):
+                pass
+        except apsw.Error:
+            self.checkpoint_errors += 1
+
+    @property
+    def in_transaction(self) -> bool:
+        return not self._call(self._raw.get_autocommit)
+
+    def _begin_if_needed(self, sql: str) -> None:
+        if _DML.match(sql) and self._raw.get_autocommit():
+            self._raw.execute("BEGIN")
+
+    # -- PEP 249 -----------------------------------------------------------------------------
+
+    def cursor(self) -> Cursor:
+        if self.closed:
+            raise InterfaceError("cannot operate on a closed connection")
+        return Cursor(self)
+
+    def commit(self) -> None:
+        if self.in_transaction:
+            self._call(lambda: self._raw.execute("COMMIT").close())
+
+    def rollback(self) -> None:
+        if self.in_transaction:
+            self._call(lambda: self._raw.execute("ROLLBACK").close())
+
+    def close(self) -> None:
+        """Close the connection (a transaction still open is rolled back). Safe to repeat.
+
+        SQLite checkpoints the WAL on close; a failure there (the device full) leaves the WAL
+        for the next connection and is counted in ``checkpoint_errors``, not raised."""
+        if self.closed:
+            return
+        store = self._store
+        with store.lock:
+            previous = store.active
+            store.active = self._host
+            try:
+                with _quiet_vfs_errors():
+                    self._raw.close(True)
+            except apsw.Error:
+                # Closing checkpoints the WAL; if that fails (the device full) the WAL stays
+                # and the next connection reads it: nothing is lost, the close still happened.
+                self.checkpoint_errors += 1
+            finally:
+                store.active = previous
+                self.closed = True
+                store.retire(self._host)
+                store.release_vfs()
+
+    def execute(self, sql: str, parameters: Any = ()) -> Cursor:
+        """A new cursor that has executed ``sql`` (the standard library's shortcut)."""
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Any]) -> Cursor:
+        return self.cursor().executemany(sql, seq_of_parameters)
+
+    def executescript(self, sql: str) -> Cursor:
+        """Run several statements; an open transaction is committed first, as the standard
+        library does."""
+        self.commit()
+        cursor = self.cursor()
+        self._call(lambda: list(self._raw.execute(sql)))
+        return cursor
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        """Like the standard library: commit on success, roll back on an exception (the
+        connection stays open)."""
+        if exc_type is None:
+            self.commit()
+        else:
+            self.rollback()
+
+    # -- ssdlab ------------------------------------------------------------------------------
+
+    def clock_ns(self) -> int:
+        """The device's simulated time now, in ns (measure latency in simulated time with it)."""
+        return self._store._handle.now
+
+    def stats(self) -> dict[str, Any]:
+        """This connection's I/O counters, and the VFS's totals and hints on this device."""
+        return {
+            "connection": self._host.counters.as_dict(),
+            "vfs": self._store.counters().as_dict(),
+            "hints": vars(self._store.hint_counters()).copy(),
+            "crash_restore_writes": self._store.crash_restore_writes,
+            "checkpoint_errors": self.checkpoint_errors,
+            "extents": {"total": self._store.allocator.total, "free": self._store.allocator.free},
+        }
+
+    @property
+    def raw(self) -> apsw.Connection:
+        """The underlying APSW connection (its calls bypass the I/O accounting of :meth:`_call`
+        only in which connection they are charged to)."""
+        return self._raw
+
+
+class Cursor:
+    """A PEP 249 cursor."""
+
+    arraysize: int
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.arraysize = 1
+        self._raw = connection._raw.cursor()
+        self._rows: Iterator[Any] | None = None
+        self._description: tuple[tuple[Any, ...], ...] | None = None
+        self.rowcount = -1
+        self.lastrowid: int | None = None
+        self.closed = False
+
+    def _check(self) -> None:
+        if self.closed:
+            raise InterfaceError("cannot operate on a closed cursor")
+
+    @property
+    def description(self) -> tuple[tuple[Any, ...], ...] | None:
+        return self._description
+
+    def execute(self, sql: str, parameters: Any = ()) -> Cursor:
+        self._check()
+        connection = self.connection
+        raw = connection._raw
+
+        def run() -> None:
+            connection._begin_if_needed(sql)
+            before = raw.total_changes()
+            self._rows = iter(self._raw.execute(sql, parameters))
+            self._set_description()
+            self._after(raw, before, dml=bool(_DML.match(sql)))
+
+        connection._call(run)
+        return self
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Any]) -> Cursor:
+        self._check()
+        connection = self.connection
+        raw = connection._raw
+        parameters = list(seq_of_parameters)
+
+        def run() -> None:
+            connection._begin_if_needed(sql)
+            before = raw.total_changes()
+            if parameters:
+                for _ in self._raw.executemany(sql, parameters):
+                    pass
+            self._rows = iter(())
+            self._description = None
+            self._after(raw, before, dml=bool(_DML.match(sql)))
+
+        connection._call(run)
+        return self
+
+    def _set_description(self) -> None:
+        try:
+            columns = self._raw.get_description()
+        except apsw.ExecutionCompleteError:
+            self._description = None
+            return
+        self._description = (
+            tuple((name, None, None, None, None, None, None) for name, _ in columns) or None
+        )
+
+    def _after(self, raw: apsw.Connection, before: int, *, dml: bool) -> None:
+        self.rowcount = raw.total_changes() - before if dml else -1
+        if dml:
+            self.lastrowid = raw.last_insert_rowid()
+
+    def _next(self) -> Any:
+        if self._rows is None:
+            raise ProgrammingError("no statement executed on this cursor")
+        return next(self._rows, None)
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        self._check()
+        return self.connection._call(self._next)
+
+    def fetchmany(self, size: int | None = None) -> list[tuple[Any, ...]]:
+        self._check()
+        count = self.arraysize if size is None else size
+
+        def take() -> list[tuple[Any, ...]]:
+            rows = []
+            for _ in range(count):
+                row = self._next()
+                if row is None:
+                    break
+                rows.append(row)
+            return rows
+
+        return self.connection._call(take)
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        self._check()
+
+        def take() -> list[tuple[Any, ...]]:
+            if self._rows is None:
+                raise ProgrammingError("no statement executed on this cursor")
+            return list(self._rows)
+
+        return self.connection._call(take)
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        while (row := self.fetchone()) is not None:
+            yield row
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._rows = None
+            if not self.connection.closed:
+                self.connection._call(self._raw.close)
+
+    def setinputsizes(self, sizes: Sequence[Any]) -> None:
+        """PEP 249: does nothing."""
+
+    def setoutputsize(self, size: int, column: int | None = None) -> None:
+        """PEP 249: does nothing."""

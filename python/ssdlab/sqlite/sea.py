@@ -1,0 +1,147 @@
+"""SEA-SSD engine side: the three hints SQLite's storage layer sends the device.
+
+SEA-SSD (Sun, Arakawa, Takeuchi, TCAS-I 2014) splits the device into a ``dyn`` segment for data
+rewritten soon and a ``stat`` segment for the rest, and lets the storage engine say which is
+which. This module holds the engine's rules, apart from the VFS mechanism that calls it, so
+they can be tested with a recording fake device:
+
+- *classification*: every write to the WAL, a rollback journal or a temporary file is ``dyn``;
+  a main-database page write is ``dyn`` when the same page was written within the last
+  ``recent_checkpoints`` checkpoints of that database (or earlier in the current one), else
+  ``stat``. A *checkpoint* is a sync of the main database file: in WAL mode SQLite syncs it once
+  at the end of each checkpoint; with a rollback journal once per commit.
+- *prediction*: each WAL frame written names a database page (frame header bytes 0-3, big
+  endian); that page will be written to the main database at the next checkpoint (the WAL's
+  page set is SQLite's flush list), so its device range is sent ahead with
+  ``device.sea_predict(offset, length)``.
+- *settings*: at open, ``device.sea_settings(wal_bytes=..., cache_bytes=...)``.
+
+With hints off the VFS builds no :class:`SeaHinter` and sends nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+#: The hint dicts the core takes, built once: a write carries one of these two objects.
+DYN: dict[str, Any] = {"sea_class": "dyn"}
+STAT: dict[str, Any] = {"sea_class": "stat"}
+
+
+class SeaDevice(Protocol):
+    """What the hinter needs of a device (``ssdlab.Device`` or a test's recording fake)."""
+
+    def sea_predict(self, offset: int, length: int) -> Any: ...
+
+    def sea_settings(self, *, wal_bytes: int, cache_bytes: int) -> Any: ...
+
+
+@dataclass
+class HintCounters:
+    """Hints sent: write classifications by class, predictions and settings messages."""
+
+    dyn: int = 0
+    stat: int = 0
+    predictions: int = 0
+    settings: int = 0
+
+    def add(self, other: HintCounters) -> None:
+        self.dyn += other.dyn
+        self.stat += other.stat
+        self.predictions += other.predictions
+        self.settings += other.settings
+
+
+@dataclass
+class _DatabaseEpochs:
+    """Per main-database file: its checkpoint count and the checkpoint each page was last
+    written in (page number -> checkpoint index)."""
+
+    checkpoint: int = 0
+    last_written: dict[int, int] = field(default_factory=dict)
+
+
+class SeaHinter:
+    """The SEA-SSD hint rules for every database file of one VFS.
+
+    Args:
+        device: the device the hints go to; ``sea_predict``/``sea_settings`` are called on it
+            when it has them (a device without them still gets classified writes).
+        recent_checkpoints: a page rewritten within this many checkpoints is ``dyn``.
+    """
+
+    def __init__(self, device: Any, *, recent_checkpoints: int = 2) -> None:
+        if isinstance(recent_checkpoints, bool) or not isinstance(recent_checkpoints, int):
+            raise ValueError(
+                f"sea_recent_checkpoints: expected an integer >= 0, got {recent_checkpoints!r}"
+            )
+        if recent_checkpoints < 0:
+            raise ValueError(
+                f"sea_recent_checkpoints: expected an integer >= 0, got {recent_checkpoints}"
+            )
+        self.recent_checkpoints = recent_checkpoints
+        self.counters = HintCounters()
+        self._databases: dict[str, _DatabaseEpochs] = {}
+        # Looked up per call rather than kept as bound methods, which would hold the device
+        # (the VFS passes a weak proxy).
+        self._device = device
+        self._has_predict = hasattr(device, "sea_predict")
+        self._has_settings = hasattr(device, "sea_settings")
+
+    @property
+    def can_predict(self) -> bool:
+        """Whether the device takes prediction and settings hints."""
+        return self._has_predict
+
+    def settings(self, *, wal_bytes: int, cache_bytes: int) -> None:
+        """Send the settings hint (at open): the WAL size limit and the page cache size."""
+        if not self._has_settings:
+            return
+        self._device.sea_settings(wal_bytes=wal_bytes, cache_bytes=cache_bytes)
+        self.counters.settings += 1
+
+    def log_write(self) -> dict[str, Any]:
+        """The hint of a WAL, journal or temporary-file write: always ``dyn``."""
+        self.counters.dyn += 1
+        return DYN
+
+    def database_write(self, database: str, page_number: int) -> dict[str, Any]:
+        """The hint of a write of page ``page_number`` (1-based) of main database ``database``,
+        recording the write for later classifications."""
+        epochs = self._databases.get(database)
+        if epochs is None:
+            epochs = self._databases[database] = _DatabaseEpochs()
+        now = epochs.checkpoint
+        last = epochs.last_written.get(page_number)
+        epochs.last_written[page_number] = now
+        if last is not None and now - last <= self.recent_checkpoints:
+            self.counters.dyn += 1
+            return DYN
+        self.counters.stat += 1
+        return STAT
+
+    def checkpoint(self, database: str) -> None:
+        """The main database was synced: one checkpoint ended. Pages not written in the last
+        ``recent_checkpoints`` checkpoints are forgotten, so the table stays as small as the
+        set of recently written pages."""
+        epochs = self._databases.get(database)
+        if epochs is None:
+            epochs = self._databases[database] = _DatabaseEpochs()
+        epochs.checkpoint += 1
+        horizon = epochs.checkpoint - self.recent_checkpoints
+        if len(epochs.last_written) > 1024:
+            epochs.last_written = {
+                page: seen for page, seen in epochs.last_written.items() if seen >= horizon
+            }
+
+    def forget(self, database: str) -> None:
+        """The database file was deleted: its history no longer applies."""
+        self._databases.pop(database, None)
+
+    def predict(self, offset: int, length: int) -> None:
+        """Send a prediction hint for a device range (a database page named by a WAL frame)."""
+        if not self._has_predict:
+            return
+        self._device.sea_predict(offset, length)
+        self.counters.predictions += 1

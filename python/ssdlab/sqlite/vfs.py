@@ -1,0 +1,181 @@
+"""The APSW VFS: SQLite's file calls, mapped onto a :class:`~ssdlab.sqlite.store.DeviceStore`.
+
+One VFS is registered per device (named ``ssdlab-<n>``) while connections use it. Names are a
+flat namespace per device: ``/bench.db``, ``/bench.db-wal``, ``/bench.db-journal``; temporary
+files get ``/.temp-<n>`` and disappear when closed. Every method is a few lines over the store,
+which does the work; this module adds only what SQLite's interface asks: open flags, locks
+between handles, and the file controls.
+
+Locks follow SQLite's protocol (SHARED, RESERVED, PENDING, EXCLUSIVE) between the handles of
+this process; a conflicting request raises ``BusyError``. The files have no shared-memory
+methods (APSW's Python files cannot provide them), so WAL mode needs ``locking_mode=EXCLUSIVE``,
+which keeps the WAL index in the connection's heap: one connection per database at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import apsw
+
+from ssdlab.errors import DeviceError
+from ssdlab.sqlite.store import DeviceStore, StoredFile, _sqlite_error, device_error_as_sqlite
+
+_LOCK_NONE, _LOCK_SHARED, _LOCK_RESERVED, _LOCK_PENDING, _LOCK_EXCLUSIVE = range(5)
+
+_OPEN_DELETEONCLOSE = 0x8
+_IOCAP_POWERSAFE_OVERWRITE = 0x1000
+
+_FCNTL_CKPT_DONE = 37
+
+_names = itertools.count()
+
+
+class DeviceVfs(apsw.VFS):
+    """The VFS of one device store."""
+
+    def __init__(self, store: DeviceStore) -> None:
+        self.store = store
+        self.vfs_name = f"ssdlab-{next(_names)}"
+        self._temp = itertools.count()
+        super().__init__(self.vfs_name, base="")
+
+    def xOpen(self, name: Any, flags: list[int]) -> DeviceFile:
+        if name is None:
+            path = f"/.temp-{next(self._temp)}"
+        else:
+            path = name if isinstance(name, str) else name.filename()
+        with self.store.lock:
+            stored = self.store.files.get(path)
+            if stored is None and not flags[0] & apsw.SQLITE_OPEN_CREATE:
+                raise _sqlite_error(apsw.SQLITE_CANTOPEN, f"{path}: no such file")
+            stored = self.store.open_file(path, flags[0])
+        flags[1] = flags[0]
+        return DeviceFile(self.store, stored, bool(flags[0] & _OPEN_DELETEONCLOSE))
+
+    def xDelete(self, filename: str, syncdir: bool) -> None:
+        with self.store.lock:
+            try:
+                self.store.delete_file(filename)
+            except DeviceError as error:
+                raise device_error_as_sqlite(error, filename) from error
+
+    def xAccess(self, pathname: str, flags: int) -> bool:
+        return pathname in self.store.files
+
+    def xFullPathname(self, name: str) -> str:
+        return name if name.startswith("/") else "/" + name
+
+
+class DeviceFile:
+    """One open handle of a stored file."""
+
+    def __init__(self, store: DeviceStore, stored: StoredFile, delete_on_close: bool) -> None:
+        self.store = store
+        self.stored = stored
+        self.delete_on_close = delete_on_close
+        self.generation = store.generation
+        self.level = _LOCK_NONE
+        self.closed = False
+
+    def _dead(self) -> bool:
+        """Whether this handle was opened before a simulated crash (or closed): such a handle
+        is a process that lost its power; it reads zeros and its writes go nowhere, quietly, so
+        that closing its connection raises nothing SQLite would have to swallow."""
+        return self.generation != self.store.generation or self.closed
+
+    def _io(self, method: Any, *args: Any) -> Any:
+        """Run a store I/O method on this file; a request the device refuses (past its end)
+        becomes SQLite's I/O error naming the file."""
+        try:
+            return method(self.stored, *args)
+        except DeviceError as error:
+            raise device_error_as_sqlite(error, self.stored.name) from error
+
+    def xRead(self, amount: int, offset: int) -> bytes:
+        return b"" if self._dead() else self._io(self.store.read, amount, offset)
+
+    def xWrite(self, data: Any, offset: int) -> None:
+        if not self._dead():
+            self._io(self.store.write, bytes(data), offset)
+
+    def xTruncate(self, newsize: int) -> None:
+        if not self._dead():
+            self._io(self.store.truncate, newsize)
+
+    def xSync(self, flags: int) -> None:
+        if not self._dead():
+            self._io(self.store.sync)
+
+    def xFileSize(self) -> int:
+        return 0 if self._dead() else self.stored.size
+
+    def xLock(self, level: int) -> None:
+        if self._dead():
+            return
+        stored = self.stored
+        if level <= self.level:
+            return
+        if level == _LOCK_SHARED:
+            if stored.exclusive is not None or stored.pending is not None:
+                raise _sqlite_error(apsw.SQLITE_BUSY, f"{stored.name}: locked")
+            stored.shared += 1
+        elif level == _LOCK_RESERVED:
+            if stored.reserved is not None and stored.reserved is not self:
+                raise _sqlite_error(apsw.SQLITE_BUSY, f"{stored.name}: locked")
+            stored.reserved = self
+        else:  # EXCLUSIVE (SQLite asks PENDING of itself only through EXCLUSIVE)
+            if stored.pending is not None and stored.pending is not self:
+                raise _sqlite_error(apsw.SQLITE_BUSY, f"{stored.name}: locked")
+            stored.pending = self
+            if stored.shared > 1:
+                raise _sqlite_error(apsw.SQLITE_BUSY, f"{stored.name}: readers hold it")
+            stored.exclusive = self
+            level = _LOCK_EXCLUSIVE
+        self.level = level
+
+    def xUnlock(self, level: int) -> None:
+        if self.generation != self.store.generation:
+            return
+        stored = self.stored
+        if level >= self.level and stored.pending is not self:
+            return
+        for attribute in ("exclusive", "pending", "reserved"):
+            if getattr(stored, attribute) is self:
+                setattr(stored, attribute, None)
+        if level == _LOCK_NONE and self.level >= _LOCK_SHARED:
+            stored.shared -= 1
+        self.level = min(level, self.level)
+
+    def xCheckReservedLock(self) -> bool:
+        if self._dead():
+            return False
+        stored = self.stored
+        return any(
+            holder is not None and holder is not self
+            for holder in (stored.reserved, stored.pending, stored.exclusive)
+        )
+
+    def xFileControl(self, op: int, ptr: int) -> bool:
+        return False
+
+    def xSectorSize(self) -> int:
+        return 4096
+
+    def xDeviceCharacteristics(self) -> int:
+        # A write not synced is lost whole or kept whole, never torn into its neighbours.
+        return _IOCAP_POWERSAFE_OVERWRITE
+
+    def xClose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.generation != self.store.generation:
+            return
+        if self.level > _LOCK_NONE:
+            self.xUnlock(_LOCK_NONE)
+        if self.delete_on_close:
+            with self.store.lock:
+                if self.store.files.get(self.stored.name) is self.stored:
+                    self.store.delete_file(self.stored.name)

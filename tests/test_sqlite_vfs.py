@@ -1,0 +1,666 @@
+"""SQLite on a simulated device: SQL results, layout, time, trims, errors, hints, crashes,
+PEP 249."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+import ssdlab
+import ssdlab.sqlite as sq
+from ssdlab.sqlite.freelist import FreelistTracker
+from ssdlab.sqlite.sea import DYN, STAT, SeaHinter
+from ssdlab.sqlite.store import _STORES
+from support import PRESET, TINY_OVERRIDES
+
+#: The statements both VFSs run; their query results must agree.
+SCRIPT = [
+    ("CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT, n REAL)", ()),
+    ("CREATE INDEX kv_v ON kv (v)", ()),
+    *[("INSERT INTO kv (v, n) VALUES (?, ?)", (f"value-{i % 97}" * 3, i / 7)) for i in range(1500)],
+    ("UPDATE kv SET n = n * 2 WHERE k % 3 = 0", ()),
+    ("DELETE FROM kv WHERE k % 5 = 0", ()),
+    ("CREATE TABLE big (b BLOB)", ()),
+    *[("INSERT INTO big VALUES (zeroblob(?))", (3000 + i,)) for i in range(200)],
+    ("DELETE FROM big WHERE rowid % 2 = 0", ()),
+]
+QUERIES = [
+    "SELECT count(*), sum(n), min(v), max(v) FROM kv",
+    "SELECT v, count(*) FROM kv GROUP BY v ORDER BY v LIMIT 20",
+    "SELECT k, v FROM kv WHERE v = 'value-5value-5value-5' ORDER BY k",
+    "SELECT count(*), sum(length(b)) FROM big",
+]
+
+
+def tiny_device(*extra: str, cls: type[ssdlab.Device] = ssdlab.Device) -> ssdlab.Device:
+    return cls(PRESET, overrides=[*TINY_OVERRIDES, *extra], store_data=True)
+
+
+@pytest.fixture
+def device() -> ssdlab.Device:
+    return tiny_device()
+
+
+def run_script(execute: Any) -> None:
+    for sql, params in SCRIPT:
+        execute(sql, params)
+
+
+# -- SQL round trips --------------------------------------------------------------------------
+
+
+def test_query_results_match_the_default_vfs_on_tmpfs(device: ssdlab.Device, tmp_path: Path):
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() else tmp_path
+    reference_path = base / f"ssdlab-vfs-reference-{id(tmp_path)}.db"
+    reference = apsw.Connection(str(reference_path))
+    try:
+        reference.execute("PRAGMA journal_mode = WAL")
+        reference.execute("BEGIN")
+        run_script(lambda sql, params: reference.execute(sql, params))
+        reference.execute("COMMIT")
+        expected = [list(reference.execute(q)) for q in QUERIES]
+    finally:
+        reference.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{reference_path}{suffix}").unlink(missing_ok=True)
+
+    con = sq.connect(device, "bench.db", cpu="zero")
+    run_script(con.execute)
+    con.commit()
+    assert [con.execute(q).fetchall() for q in QUERIES] == expected
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    con.close()
+    # Everything is on the device: a new connection reads it back.
+    again = sq.connect(device, "bench.db", cpu="zero")
+    assert [again.execute(q).fetchall() for q in QUERIES] == expected
+    assert again.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    again.close()
+
+
+def test_two_databases_share_one_device_in_separate_extents(device: ssdlab.Device):
+    a = sq.connect(device, "a.db", cpu="zero")
+    b = sq.connect(device, "b.db", cpu="zero")
+    for con, word in ((a, "alpha"), (b, "beta")):
+        con.execute("CREATE TABLE t (x)")
+        con.executemany("INSERT INTO t VALUES (?)", [(word,)] * 50)
+        con.commit()
+    assert a.execute("SELECT DISTINCT x FROM t").fetchall() == [("alpha",)]
+    assert b.execute("SELECT DISTINCT x FROM t").fetchall() == [("beta",)]
+    files = _STORES[device].files
+    assert not set(files["/a.db"].extents) & set(files["/b.db"].extents)
+    a.close()
+    b.close()
+
+
+def test_a_second_connection_to_a_wal_database_is_refused_until_the_first_closes(device):
+    first = sq.connect(device, "one.db", cpu="zero")
+    with pytest.raises(sq.OperationalError, match="locked"):
+        sq.connect(device, "one.db", cpu="zero")
+    first.close()
+    sq.connect(device, "one.db", cpu="zero").close()
+
+
+def test_rollback_journal_mode_lets_connections_share_a_database(device: ssdlab.Device):
+    a = sq.connect(device, "shared.db", cpu="zero", journal_mode="delete")
+    b = sq.connect(device, "shared.db", cpu="zero", journal_mode="delete")
+    a.execute("CREATE TABLE t (x)")
+    a.execute("INSERT INTO t VALUES (1)")
+    a.commit()
+    assert b.execute("SELECT x FROM t").fetchall() == [(1,)]
+    assert a.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    a.close()
+    b.close()
+
+
+def test_a_device_without_stored_data_is_refused():
+    with pytest.raises(ValueError, match="store_data"):
+        sq.connect(ssdlab.Device(PRESET, overrides=list(TINY_OVERRIDES)), "x.db")
+
+
+def test_a_preset_name_builds_a_device_with_data(tmp_path: Path):
+    con = sq.connect(PRESET, "p.db", overrides=list(TINY_OVERRIDES), cpu="zero")
+    con.execute("CREATE TABLE t (x)")
+    con.execute("INSERT INTO t VALUES ('kept')")
+    con.commit()
+    assert con.execute("SELECT x FROM t").fetchone() == ("kept",)
+    con.close()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("cpu", "fast"),
+        ("cpu_factor", -1),
+        ("page_size", 3000),
+        ("journal_mode", "memory"),
+        ("synchronous", "extra"),
+        ("sea_recent_checkpoints", -1),
+        ("extent_bytes", 1000),
+    ],
+)
+def test_bad_options_name_themselves(device: ssdlab.Device, option: str, value: Any):
+    with pytest.raises(ValueError, match=option):
+        sq.connect(device, "bad.db", **{option: value})
+
+
+# -- simulated time ---------------------------------------------------------------------------
+
+
+def test_the_clock_advances_with_io_and_not_with_host_time_under_cpu_zero(device):
+    con = sq.connect(device, "t.db", cpu="zero")
+    start = con.clock_ns()
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    after_io = con.clock_ns()
+    assert after_io > start
+    time.sleep(0.02)
+    con.execute("SELECT 1").fetchall()  # no I/O: the page cache holds everything
+    assert con.clock_ns() == after_io
+    con.close()
+
+
+def test_cpu_wall_adds_the_host_time_between_ios(device: ssdlab.Device):
+    con = sq.connect(device, "w.db", cpu="wall", cpu_factor=2.0)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    before = con.clock_ns()
+    time.sleep(0.02)
+    con.execute("INSERT INTO t VALUES (1)")
+    con.commit()
+    # 20 ms of host time, doubled, lands on the clock before the commit's I/O.
+    assert con.clock_ns() - before >= 40_000_000
+    con.close()
+
+
+# -- layout and deallocation ------------------------------------------------------------------
+
+
+def test_a_checkpoint_that_truncates_the_wal_trims_it(device: ssdlab.Device):
+    con = sq.connect(device, "ck.db", cpu="zero")
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (?)", [("y" * 500,)] * 500)
+    con.commit()
+    wal = _STORES[device].files["/ck.db-wal"]
+    assert wal.size > 0
+    trims = con.stats()["connection"]["trims"]
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    assert wal.size == 0
+    assert wal.extents == []
+    assert con.stats()["connection"]["trims"] > trims
+    con.close()
+
+
+def test_a_wal_restart_trims_the_checkpointed_frames(device: ssdlab.Device):
+    con = sq.connect(device, "rs.db", cpu="zero", wal_limit_bytes=64 << 10)
+    con.execute("CREATE TABLE t (x)")
+    for round_ in range(6):
+        con.executemany("INSERT INTO t VALUES (?)", [("z" * 400,)] * 100)
+        con.commit()
+        if round_ == 2:
+            trims_mid = con.stats()["connection"]["trims"]
+    assert con.stats()["connection"]["trims"] > trims_mid
+    con.close()
+
+
+def test_freed_database_pages_are_trimmed(device: ssdlab.Device):
+    con = sq.connect(device, "fl.db", cpu="zero")
+    con.execute("CREATE TABLE keep (x)")
+    con.execute("CREATE TABLE gone (b BLOB)")
+    con.executemany("INSERT INTO gone VALUES (zeroblob(?))", [(3500,)] * 200)
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    before = con.stats()["connection"]["trim_bytes"]
+    con.execute("DROP TABLE gone")
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    free = con.execute("PRAGMA freelist_count").fetchone()[0]
+    assert free > 100
+    tracker = _STORES[device].files["/fl.db"].freelist
+    assert tracker.free_count == free
+    # Every leaf is trimmed (trunk pages hold the list and stay).
+    assert len(tracker.free_leaves) >= free - 2
+    assert con.stats()["connection"]["trim_bytes"] - before >= len(tracker.free_leaves) * 4096
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    # Reusing the free pages reads and writes them as usual.
+    con.execute("CREATE TABLE again (b BLOB)")
+    con.executemany("INSERT INTO again VALUES (zeroblob(?))", [(3500,)] * 150)
+    con.commit()
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    con.close()
+
+
+def test_vacuum_truncates_and_trims_the_database(device: ssdlab.Device):
+    con = sq.connect(device, "vac.db", cpu="zero")
+    con.execute("CREATE TABLE t (b BLOB)")
+    con.executemany("INSERT INTO t VALUES (zeroblob(?))", [(3000,)] * 300)
+    con.commit()
+    con.execute("DELETE FROM t")
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    size = _STORES[device].files["/vac.db"].size
+    con.execute("VACUUM").fetchall()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    assert _STORES[device].files["/vac.db"].size < size
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    con.close()
+
+
+def test_deleting_a_database_file_trims_its_extents(device: ssdlab.Device):
+    con = sq.connect(device, "del.db", cpu="zero", journal_mode="delete")
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (?)", [("q" * 300,)] * 300)
+    con.commit()
+    store = _STORES[device]
+    free = store.allocator.free
+    trims = store.counters().trims
+    con.close()
+    store.vfs = store.vfs or None
+    from ssdlab.sqlite.vfs import DeviceVfs
+
+    vfs = DeviceVfs(store)
+    vfs.xDelete("/del.db", False)
+    vfs.unregister()
+    assert store.allocator.free > free
+    assert store.counters().trims > trims
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+def test_a_full_device_gives_sqlite_full_and_keeps_what_was_committed():
+    dev = tiny_device()
+    con = sq.connect(dev, "full.db", cpu="zero")
+    con.execute("CREATE TABLE t (b BLOB)")
+    con.commit()
+    committed = 0
+
+    def fill() -> None:
+        nonlocal committed
+        for _ in range(100):
+            con.executemany("INSERT INTO t VALUES (zeroblob(?))", [(60_000,)] * 20)
+            con.commit()
+            committed += 20
+
+    with pytest.raises(sq.OperationalError) as raised:
+        fill()
+    assert raised.value.sqlite_errorname == "SQLITE_FULL"
+    assert "full" in str(raised.value)
+    assert con.stats()["connection"]["full_errors"] >= 1
+    con.rollback()
+    assert committed > 0
+    assert con.execute("SELECT count(*) FROM t").fetchone() == (committed,)
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    con.close()
+    again = sq.connect(dev, "full.db", cpu="zero")
+    assert again.execute("SELECT count(*) FROM t").fetchone() == (committed,)
+    assert again.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    again.close()
+
+
+class FaultyHandle:
+    """A device handle whose reads of device bytes [low, high) come back uncorrectable once
+    ``armed``, as the device reports a page that failed ECC."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self.armed = False
+        self.low = self.high = 0
+
+    def submit(self, op: str, offset: int, length: int, data: Any, hint: Any) -> Any:
+        raw = self._handle.submit(op, offset, length, data, hint)
+        if op == "read" and self.armed and offset < self.high and offset + length > self.low:
+            raw = {**raw, "uncorrectable": True}
+        return raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+
+def test_a_device_that_fails_ecc_on_every_read_gives_io_errors_not_a_crash():
+    # At this RBER without retries every page read fails ECC (see tests/test_device.py).
+    noisy = tiny_device("ecc.rber_base=0.05", "ecc.max_read_retries=0")
+    with pytest.raises(sq.OperationalError) as raised:
+        sq.connect(noisy, "ecc.db", cpu="zero")
+    assert raised.value.sqlite_errorname == "SQLITE_IOERR_READ"
+    assert "uncorrectable" in str(raised.value)
+
+
+def test_an_uncorrectable_read_fails_that_query_and_the_engine_carries_on():
+    dev = tiny_device()
+    faulty = dev._handle = FaultyHandle(dev._handle)
+    con = sq.connect(dev, "ecc.db", cpu="zero", cache_bytes=64 << 10)
+    con.execute("CREATE TABLE small (x)")
+    con.execute("INSERT INTO small VALUES ('fine')")
+    con.execute("CREATE TABLE big (b BLOB)")
+    con.executemany("INSERT INTO big VALUES (zeroblob(?))", [(3000,)] * 200)
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    store = _STORES[dev]
+    base = store.files["/ecc.db"].extents[0] * store.extent_bytes
+    faulty.low, faulty.high, faulty.armed = base + 3 * 4096, base + store.extent_bytes, True
+    with pytest.raises(sq.OperationalError) as raised:
+        con.execute("SELECT sum(length(b)) FROM big").fetchall()
+    assert raised.value.sqlite_errorname == "SQLITE_IOERR_READ"
+    assert con.stats()["connection"]["read_errors"] >= 1
+    assert con.execute("SELECT x FROM small").fetchall() == [("fine",)]
+    faulty.armed = False
+    assert con.execute("SELECT count(*) FROM big").fetchone() == (200,)
+    con.close()
+
+
+# -- hints ------------------------------------------------------------------------------------
+
+
+class FakeSeaDevice:
+    """Records the hints a :class:`SeaHinter` sends."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def sea_predict(self, offset: int, length: int) -> None:
+        self.calls.append(("predict", offset, length))
+
+    def sea_settings(self, *, wal_bytes: int, cache_bytes: int) -> None:
+        self.calls.append(("settings", wal_bytes, cache_bytes))
+
+
+def test_sea_rule_a_page_is_dyn_when_written_within_the_last_n_checkpoints():
+    hinter = SeaHinter(FakeSeaDevice(), recent_checkpoints=2)
+    assert hinter.database_write("/d", 5) is STAT  # first write
+    assert hinter.database_write("/d", 5) is DYN  # again in the same checkpoint
+    hinter.checkpoint("/d")
+    hinter.checkpoint("/d")
+    assert hinter.database_write("/d", 5) is DYN  # written 2 checkpoints ago
+    for _ in range(3):
+        hinter.checkpoint("/d")
+    assert hinter.database_write("/d", 5) is STAT  # 3 checkpoints ago: too old
+    assert hinter.database_write("/other", 5) is STAT  # per database
+    assert hinter.log_write() is DYN
+    assert (hinter.counters.dyn, hinter.counters.stat) == (3, 3)
+
+
+def test_sea_rule_zero_recent_checkpoints_means_only_the_current_one():
+    hinter = SeaHinter(FakeSeaDevice(), recent_checkpoints=0)
+    hinter.database_write("/d", 1)
+    assert hinter.database_write("/d", 1) is DYN
+    hinter.checkpoint("/d")
+    assert hinter.database_write("/d", 1) is STAT
+
+
+def test_sea_predictions_and_settings_go_to_the_device_and_are_counted():
+    fake = FakeSeaDevice()
+    hinter = SeaHinter(fake)
+    hinter.settings(wal_bytes=4 << 20, cache_bytes=2 << 20)
+    hinter.predict(8192, 4096)
+    assert fake.calls == [("settings", 4 << 20, 2 << 20), ("predict", 8192, 4096)]
+    assert (hinter.counters.settings, hinter.counters.predictions) == (1, 1)
+
+
+def test_sea_hinter_without_device_support_sends_nothing():
+    hinter = SeaHinter(object())
+    hinter.settings(wal_bytes=1, cache_bytes=1)
+    hinter.predict(0, 4096)
+    assert (hinter.counters.settings, hinter.counters.predictions) == (0, 0)
+    assert not hinter.can_predict
+
+
+class RecordingHandle:
+    """Wraps a device's native handle and records every request's (op, offset, length, hint)."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self.requests: list[tuple[str, int, int, Any]] = []
+
+    def submit(self, op: str, offset: int, length: int, data: Any, hint: Any) -> Any:
+        self.requests.append((op, offset, length, hint))
+        return self._handle.submit(op, offset, length, data, hint)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+
+class SeaRecordingDevice(ssdlab.Device):
+    """A device that takes SEA prediction and settings hints and records them."""
+
+    def sea_predict(self, offset: int, length: int) -> None:
+        self.sea_calls.append(("predict", offset, length))
+
+    def sea_settings(self, *, wal_bytes: int, cache_bytes: int) -> None:
+        self.sea_calls.append(("settings", wal_bytes, cache_bytes))
+
+
+def recording_device(cls: type[ssdlab.Device] = SeaRecordingDevice) -> Any:
+    dev = tiny_device(cls=cls)
+    dev.sea_calls = []
+    dev._handle = RecordingHandle(dev._handle)
+    return dev
+
+
+def test_hints_through_the_vfs_classify_predict_and_configure():
+    dev = recording_device()
+    con = sq.connect(dev, "h.db", cpu="zero", wal_limit_bytes=1 << 20, cache_bytes=1 << 20)
+    assert dev.sea_calls == [("settings", 1 << 20, 1 << 20)]
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (?)", [("h" * 200,)] * 200)
+    con.commit()
+    store = _STORES[dev]
+    wal = store.files["/h.db-wal"]
+    main = store.files["/h.db"]
+    wal_ranges = [(e * store.extent_bytes, (e + 1) * store.extent_bytes) for e in wal.extents]
+    writes = [r for r in dev._handle.requests if r[0] == "write"]
+    wal_writes = [r for r in writes if any(lo <= r[1] < hi for lo, hi in wal_ranges)]
+    assert wal_writes
+    assert all(r[3] == DYN for r in wal_writes)
+    # Each WAL frame predicts its page's range in the main database file.
+    predictions = [c for c in dev.sea_calls if c[0] == "predict"]
+    assert predictions
+    main_base = main.extents[0] * store.extent_bytes
+    assert all(c[2] == 4096 and (c[1] - main_base) % 4096 == 0 for c in predictions)
+    # The checkpoint writes database pages: new pages stat, rewritten within 2 checkpoints dyn.
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    con.execute("UPDATE t SET x = 'again'")
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    main_lo = main.extents[0] * store.extent_bytes
+    main_writes = [
+        r for r in dev._handle.requests
+        if r[0] == "write" and main_lo <= r[1] < main_lo + store.extent_bytes
+    ]  # fmt: skip
+    classes = [r[3]["sea_class"] for r in main_writes]
+    assert "stat" in classes
+    assert "dyn" in classes
+    counts = con.stats()["hints"]
+    predictions = [c for c in dev.sea_calls if c[0] == "predict"]
+    assert counts["predictions"] == len(predictions)
+    assert counts["settings"] == 1
+    con.close()
+
+
+def test_without_hints_nothing_is_sent():
+    dev = recording_device()
+    con = sq.connect(dev, "n.db", cpu="zero", hints=False)
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (?)", [("n",)] * 100)
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    assert dev.sea_calls == []
+    assert all(r[3] is None for r in dev._handle.requests)
+    assert con.stats()["hints"] == {"dyn": 0, "stat": 0, "predictions": 0, "settings": 0}
+    con.close()
+
+
+# -- the freelist parser ----------------------------------------------------------------------
+
+
+def _header(first_trunk: int, count: int, page_size: int = 4096) -> bytes:
+    header = bytearray(page_size)
+    header[:16] = b"SQLite format 3\x00"
+    header[16:18] = page_size.to_bytes(2, "big")
+    header[18] = header[19] = 2
+    header[32:36] = first_trunk.to_bytes(4, "big")
+    header[36:40] = count.to_bytes(4, "big")
+    return bytes(header)
+
+
+def _trunk(next_trunk: int, leaves: list[int], page_size: int = 4096) -> bytes:
+    page = bytearray(page_size)
+    page[0:4] = next_trunk.to_bytes(4, "big")
+    page[4:8] = len(leaves).to_bytes(4, "big")
+    for i, leaf in enumerate(leaves):
+        page[8 + 4 * i : 12 + 4 * i] = leaf.to_bytes(4, "big")
+    return bytes(page)
+
+
+def test_freelist_tracker_follows_trunks_written_after_the_header():
+    tracker = FreelistTracker()
+    tracker.observe_page(1, _header(10, 6), written=True)
+    tracker.observe_page(10, _trunk(20, [11, 12]), written=True)
+    tracker.observe_page(20, _trunk(0, [21, 22]), written=True)
+    assert tracker.resolve() == [11, 12, 21, 22]
+    # Next sync: page 12 reused, 30 freed; trunk 20 unchanged (not rewritten).
+    tracker.observe_page(1, _header(10, 6), written=True)
+    tracker.observe_page(10, _trunk(20, [11, 30]), written=True)
+    assert tracker.resolve() == [30]
+    assert tracker.free_leaves == {11, 21, 22, 30}
+
+
+def test_freelist_tracker_stops_at_a_trunk_it_never_saw():
+    tracker = FreelistTracker()
+    tracker.observe_page(1, _header(10, 5), written=True)
+    tracker.observe_page(10, _trunk(20, [11, 12]), written=True)
+    assert tracker.resolve() == [11, 12]
+    tracker.observe_page(20, _trunk(0, [21]), written=False)  # wanted: kept when read
+    tracker.observe_page(1, _header(10, 5), written=True)
+    assert tracker.resolve() == [21]
+
+
+# -- crashes ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_crash_at_a_random_point_keeps_every_committed_transaction(seed: int):
+    rng = random.Random(seed)
+    print(f"crash test seed {seed}")
+    dev = tiny_device()
+    options = {"cpu": "zero", "crash_tracking": True, "wal_limit_bytes": 96 << 10}
+    con = sq.connect(dev, "crash.db", **options)
+    con.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
+    con.commit()
+    committed: dict[int, int] = {}
+    crash_after = rng.randrange(5, 60)
+    for txn in range(crash_after):
+        keys = [rng.randrange(400) for _ in range(rng.randrange(1, 12))]
+        for key in keys:
+            con.execute("INSERT OR REPLACE INTO t VALUES (?, zeroblob(?))", (key, 100 + txn))
+        if rng.random() < 0.8:
+            con.commit()
+            for key in keys:
+                committed[key] = 100 + txn
+        else:
+            con.rollback()
+        if rng.random() < 0.1:
+            con.execute("DELETE FROM t WHERE k % 7 = ?", (txn % 7,))
+            con.commit()
+            committed = {k: v for k, v in committed.items() if k % 7 != txn % 7}
+    # Crash in the middle of an uncommitted transaction with unsynced writes in flight.
+    con.executemany(
+        "INSERT OR REPLACE INTO t VALUES (?, zeroblob(5000))", [(k,) for k in range(50)]
+    )
+    sq.crash(dev)
+    with pytest.raises(sq.Error):
+        con.execute("SELECT count(*) FROM t").fetchall()
+    con.close()
+    after = sq.connect(dev, "crash.db", **options)
+    assert after.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    rows = dict(after.execute("SELECT k, length(v) FROM t").fetchall())
+    assert rows == committed
+    after.close()
+
+
+def test_crash_needs_tracking(device: ssdlab.Device):
+    con = sq.connect(device, "nt.db", cpu="zero")
+    with pytest.raises(ValueError, match="crash_tracking"):
+        sq.crash(device)
+    con.close()
+
+
+# -- PEP 249 ----------------------------------------------------------------------------------
+
+
+def test_module_globals_and_exception_hierarchy():
+    assert (sq.apilevel, sq.threadsafety, sq.paramstyle) == ("2.0", 1, "qmark")
+    assert issubclass(sq.Error, Exception)
+    assert issubclass(sq.Warning, Exception)
+    for name in (
+        "InterfaceError", "DatabaseError",
+    ):  # fmt: skip
+        assert issubclass(getattr(sq, name), sq.Error)
+    for name in (
+        "DataError", "OperationalError", "IntegrityError", "InternalError",
+        "ProgrammingError", "NotSupportedError",
+    ):  # fmt: skip
+        assert issubclass(getattr(sq, name), sq.DatabaseError)
+
+
+def test_cursor_surface(device: ssdlab.Device):
+    con = sq.connect(device, "pep.db", cpu="zero")
+    cur = con.cursor()
+    cur.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT UNIQUE)")
+    assert cur.description is None
+    assert cur.rowcount == -1
+    cur.execute("INSERT INTO t (v) VALUES (?)", ("a",))
+    assert cur.rowcount == 1
+    assert cur.lastrowid == 1
+    assert con.in_transaction
+    cur.executemany("INSERT INTO t (v) VALUES (?)", [("b",), ("c",), ("d",)])
+    assert cur.rowcount == 3
+    con.commit()
+    assert not con.in_transaction
+    cur.execute("SELECT k, v FROM t ORDER BY k")
+    assert [d[0] for d in cur.description] == ["k", "v"]
+    assert cur.fetchone() == (1, "a")
+    cur.arraysize = 2
+    assert cur.fetchmany() == [(2, "b"), (3, "c")]
+    assert cur.fetchall() == [(4, "d")]
+    assert cur.fetchone() is None
+    cur.execute("UPDATE t SET v = v || '!' WHERE k > 2")
+    assert cur.rowcount == 2
+    con.rollback()
+    assert con.execute("SELECT v FROM t WHERE k = 3").fetchone() == ("c",)
+    with pytest.raises(sq.IntegrityError):
+        con.execute("INSERT INTO t (v) VALUES ('a')")
+    con.rollback()
+    with pytest.raises(sq.OperationalError):
+        con.execute("SELEKT 1")
+    with pytest.raises(sq.ProgrammingError):
+        con.execute("SELECT ?", (1, 2))
+    cur.close()
+    with pytest.raises(sq.InterfaceError):
+        cur.execute("SELECT 1")
+    with con:
+        con.execute("INSERT INTO t (v) VALUES ('ctx')")
+    assert con.execute("SELECT count(*) FROM t WHERE v = 'ctx'").fetchone() == (1,)
+    con.close()
+    con.close()
+    with pytest.raises(sq.InterfaceError):
+        con.execute("SELECT 1")
+
+
+def test_counters_cover_every_io(device: ssdlab.Device):
+    con = sq.connect(device, "cnt.db", cpu="zero")
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (?)", [("c" * 100,)] * 300)
+    con.commit()
+    stats = con.stats()["connection"]
+    assert stats["writes"] > 0
+    assert stats["syncs"] > 0
+    assert stats["write_bytes"] > 0
+    assert stats["io_calls"] >= stats["syncs"]
+    assert stats["vfs_ns_per_io"] > 0
+    con.close()
