@@ -542,16 +542,24 @@ def test_freelist_tracker_stops_at_a_trunk_it_never_saw():
 
 # -- crashes ----------------------------------------------------------------------------------
 
+CRASH_OPTIONS: dict[str, Any] = {"cpu": "zero", "crash_tracking": True}
+
+
+def crash_setup(seed: int, name: str, columns: str, wal_limit_bytes: int) -> tuple[Any, ...]:
+    """A seeded generator, a device and a connection to a new table ``t (columns)``."""
+    print(f"crash test seed {seed}")
+    dev = tiny_device()
+    options = {**CRASH_OPTIONS, "wal_limit_bytes": wal_limit_bytes}
+    con = sq.connect(dev, name, **options)
+    con.execute(f"CREATE TABLE t ({columns})")
+    con.commit()
+    return random.Random(seed), dev, con, options
+
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_crash_at_a_random_point_keeps_every_committed_transaction(seed: int):
-    rng = random.Random(seed)
-    print(f"crash test seed {seed}")
-    dev = tiny_device()
-    options = {"cpu": "zero", "crash_tracking": True, "wal_limit_bytes": 96 << 10}
-    con = sq.connect(dev, "crash.db", **options)
-    con.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
-    con.commit()
+    columns = "k INTEGER PRIMARY KEY, v BLOB"
+    rng, dev, con, options = crash_setup(seed, "crash.db", columns, 96 << 10)
     committed: dict[int, int] = {}
     crash_after = rng.randrange(5, 60)
     for txn in range(crash_after):
@@ -580,6 +588,50 @@ def test_a_crash_at_a_random_point_keeps_every_committed_transaction(seed: int):
     assert after.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     rows = dict(after.execute("SELECT k, length(v) FROM t").fetchall())
     assert rows == committed
+    after.close()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_power_cut_at_a_random_write_keeps_every_committed_transaction(seed: int):
+    """The crash strikes at the N-th device write of any SQLite call: mid-commit,
+    mid-checkpoint, mid-WAL-restart. A transaction whose commit returned must survive; the one
+    being committed when the power went may or may not."""
+    columns = "k INTEGER PRIMARY KEY, v INTEGER, pad BLOB"
+    rng, dev, con, options = crash_setup(seed, "cut.db", columns, 64 << 10)
+    store = _STORES[dev]
+    write = store.write
+    countdown = [rng.randrange(1, 400)]
+
+    def write_until_the_power_cut(stored: Any, data: bytes, offset: int) -> None:
+        countdown[0] -= 1
+        if countdown[0] == 0:
+            store.crash()  # the handle is dead now: this write and all later ones vanish
+            return
+        write(stored, data, offset)
+
+    store.write = write_until_the_power_cut
+    committed: dict[int, int] = {}
+    in_doubt: dict[int, int] = {}
+    try:
+        for txn in range(10_000):
+            changes = {rng.randrange(300): txn for _ in range(rng.randrange(1, 10))}
+            for key, value in changes.items():
+                con.execute(
+                    "INSERT OR REPLACE INTO t VALUES (?, ?, zeroblob(?))", (key, value, 200 + key)
+                )
+            in_doubt = {**committed, **changes}
+            con.commit()
+            committed = in_doubt
+    except sq.OperationalError:
+        pass
+    finally:
+        store.write = write
+    assert countdown[0] <= 0, "the workload ended before the power cut"
+    con.close()
+    after = sq.connect(dev, "cut.db", **options)
+    assert after.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    rows = dict(after.execute("SELECT k, v FROM t").fetchall())
+    assert rows in (committed, in_doubt)
     after.close()
 
 

@@ -174,7 +174,7 @@ def connect(
         sea_recent_checkpoints=sea_recent_checkpoints,
     )
     vfs_name = store.acquire_vfs()
-    store.hosts.add(host)
+    store.adopt(host)
     path = "/" + name.lstrip("/")
     try:
         with store.lock:

@@ -14,6 +14,7 @@ lock. SQLite errors become the PEP 249 exceptions below, carrying ``sqlite_error
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -151,16 +152,14 @@ class Connection:
         if self.closed:
             raise InterfaceError("cannot operate on a closed connection")
         store = self._store
-        if store.generation != self._generation:
-            raise OperationalError(
-                "the device crashed (simulated) after this connection opened: close it and "
-                "open a new one"
-            )
+        self._check_alive()
         with store.lock:
             previous = store.active
             store.active = self._host
             try:
                 result = function(*args)
+                # A crash during the call: the host never saw it return (no acknowledgement).
+                self._check_alive()
                 wal = store.files.get(self._wal_name) if self._wal_limit_bytes else None
                 if wal is not None and wal.size > self._wal_limit_bytes:
                     self._checkpoint()
@@ -169,6 +168,13 @@ class Connection:
                 raise _translate(error) from error
             finally:
                 store.active = previous
+
+    def _check_alive(self) -> None:
+        if self._store.generation != self._generation:
+            raise OperationalError(
+                "the device crashed (simulated) after this connection opened: close it and "
+                "open a new one"
+            )
 
     def _checkpoint(self) -> None:
         """Checkpoint the WAL once it outgrew its limit and no transaction is open.
@@ -231,6 +237,12 @@ class Connection:
                 self.closed = True
                 store.retire(self._host)
                 store.release_vfs()
+
+    def __del__(self) -> None:
+        # Close through this object, so the VFS knows whose close it is (after a crash, a dead
+        # connection's close must not delete the WAL the next connection recovers from).
+        with contextlib.suppress(Exception):
+            self.close()
 
     def execute(self, sql: str, parameters: Any = ()) -> Cursor:
         """A new cursor that has executed ``sql`` (the standard library's shortcut)."""

@@ -93,7 +93,7 @@ class IoCounters:
 class Host:
     """One connection's host: its CPU-time model, whether it sends hints, and its counters."""
 
-    __slots__ = ("counters", "cpu_factor", "cpu_wall", "hints", "last_wall_ns")
+    __slots__ = ("counters", "cpu_factor", "cpu_wall", "generation", "hints", "last_wall_ns")
 
     def __init__(self, *, cpu: str = "zero", cpu_factor: float = 1.0, hints: bool = False):
         if cpu not in ("wall", "zero"):
@@ -107,6 +107,8 @@ class Host:
         self.hints = hints
         self.counters = IoCounters()
         self.last_wall_ns = perf_counter_ns()
+        #: The store's crash generation when the connection opened (set by the store).
+        self.generation = 0
 
 
 class ExtentAllocator:
@@ -244,6 +246,11 @@ class DeviceStore:
     def hint_counters(self) -> HintCounters:
         return self.hinter.counters
 
+    def adopt(self, host: Host) -> None:
+        """A connection opens: count its I/O in the VFS's totals from now on."""
+        host.generation = self.generation
+        self.hosts.add(host)
+
     def retire(self, host: Host) -> None:
         """A connection closed: keep its counts in the VFS's totals."""
         if host in self.hosts:
@@ -283,6 +290,11 @@ class DeviceStore:
 
     def _host(self) -> Host:
         return self.active or self.idle_host
+
+    def active_is_dead(self) -> bool:
+        """Whether the call under way comes from a connection opened before a crash."""
+        active = self.active
+        return active is not None and active.generation != self.generation
 
     def _think(self, host: Host, start_ns: int) -> None:
         """Add the host's CPU time since its previous I/O returned to the device clock."""

@@ -46,16 +46,24 @@ class DeviceVfs(apsw.VFS):
             path = f"/.temp-{next(self._temp)}"
         else:
             path = name if isinstance(name, str) else name.filename()
-        with self.store.lock:
-            stored = self.store.files.get(path)
+        flags[1] = flags[0]
+        store = self.store
+        with store.lock:
+            if store.active_is_dead():
+                # A connection that lost its power opens nothing real: a dead handle.
+                dead = DeviceFile(store, StoredFile(path, "other"), False)
+                dead.generation = -1
+                return dead
+            stored = store.files.get(path)
             if stored is None and not flags[0] & apsw.SQLITE_OPEN_CREATE:
                 raise _sqlite_error(apsw.SQLITE_CANTOPEN, f"{path}: no such file")
-            stored = self.store.open_file(path, flags[0])
-        flags[1] = flags[0]
-        return DeviceFile(self.store, stored, bool(flags[0] & _OPEN_DELETEONCLOSE))
+            stored = store.open_file(path, flags[0])
+        return DeviceFile(store, stored, bool(flags[0] & _OPEN_DELETEONCLOSE))
 
     def xDelete(self, filename: str, syncdir: bool) -> None:
         with self.store.lock:
+            if self.store.active_is_dead():
+                return  # a connection closing after a crash deletes nothing (its WAL stays)
             try:
                 self.store.delete_file(filename)
             except DeviceError as error:
