@@ -71,6 +71,7 @@ bench: test-deps build ## build, then run the simulator, workload, NBD, sweep an
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin parsespeed
 	$(BIN)/python benches/nbd_fio.py
 	$(BIN)/python benches/sweep_bench.py
+	$(BIN)/python benches/sqlite_bench.py
 	@$(BIN)/pytest -m bench -q || { status=$$?; [ $$status -eq 5 ] || exit $$status; }
 
 lint: venv test-deps ## check formatting and lints: cargo fmt, clippy (warnings are errors), ruff

@@ -1,0 +1,40 @@
+"""The SQLite benchmark (benches/sqlite_bench.py) at a tiny size, so that it cannot rot.
+
+``make bench`` runs the full one: 20,000 inserts and 5,000 lookups, on /dev/shm and on the
+simulated device.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benches" / "sqlite_bench.py"
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("sqlite_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.bench
+def test_sqlite_bench_tiny(capsys):
+    bench = _bench_module()
+    default, expected = bench.measure_default(rows=500, batch=50, lookups=100)
+    ours, checksum = bench.measure_ssdlab(rows=500, batch=50, lookups=100)
+    assert checksum == expected
+    assert default.wall_s > 0
+    assert ours.io_calls > 0
+    assert 0 < ours.vfs_ns_per_io < 10_000_000  # sane, not the target: CI machines vary
+    assert ours.simulated_s > 0
+    with capsys.disabled():
+        print(
+            f"\n  sqlite tiny: {ours.wall_s:.3f} s on the device vs {default.wall_s:.3f} s on "
+            f"/dev/shm; VFS {ours.vfs_ns_per_io / 1000:.2f} us per I/O"
+        )
