@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
 #: Shrinks any preset to 2 dies x 48 blocks x 48 pages of 4 KiB (18 MiB of flash, 25% spare:
 #: enough for two placement handles). 48 pages per
 #: block is a multiple of 2, 3 and 4, so MLC, TLC and QLC wordlines fit.
@@ -51,3 +56,15 @@ number_ios=500
 def set_args(overrides: tuple[str, ...] = TINY_OVERRIDES) -> list[str]:
     """The overrides as ``--set`` arguments for the CLI."""
     return [arg for item in overrides for arg in ("--set", item)]
+
+
+def load_bench(name: str) -> ModuleType:
+    """Import ``benches/<name>.py`` (not a package) as module ``name``."""
+    path = Path(__file__).resolve().parent.parent / "benches" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module

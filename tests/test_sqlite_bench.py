@@ -6,26 +6,14 @@ simulated device.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benches" / "sqlite_bench.py"
-
-
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("sqlite_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from support import load_bench
 
 
 @pytest.mark.bench
 def test_sqlite_bench_tiny(capsys):
-    bench = _bench_module()
+    bench = load_bench("sqlite_bench")
     default, expected = bench.measure_default(rows=500, batch=50, lookups=100)
     ours, checksum = bench.measure_ssdlab(rows=500, batch=50, lookups=100)
     assert checksum == expected

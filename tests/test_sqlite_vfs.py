@@ -235,6 +235,39 @@ def test_freed_database_pages_are_trimmed(device: ssdlab.Device):
     con.close()
 
 
+def test_freed_pages_wait_for_the_rollback_journal_commit_point(device: ssdlab.Device):
+    con = sq.connect(device, "rj.db", cpu="zero", journal_mode="delete")
+    con.execute("CREATE TABLE gone (b BLOB)")
+    con.executemany("INSERT INTO gone VALUES (zeroblob(?))", [(3500,)] * 100)
+    con.commit()
+    store = _STORES[device]
+    before = store.counters().trim_bytes
+    con.execute("DROP TABLE gone")
+    con.commit()  # the journal is deleted: its commit point
+    free = con.execute("PRAGMA freelist_count").fetchone()[0]
+    assert free > 90
+    assert store.counters().trim_bytes - before >= (free - 2) * 4096
+    assert store.files["/rj.db"].pending_leaf_trims == []
+    assert "/rj.db-journal" not in store.files
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    con.close()
+
+
+def test_temporary_files_live_on_the_device_and_go_when_closed(device: ssdlab.Device):
+    con = sq.connect(device, "tmp.db", cpu="zero", cache_bytes=16 << 10)
+    con.execute("PRAGMA temp_store = FILE").fetchall()
+    con.execute("CREATE TEMP TABLE scratch (b BLOB)")
+    con.execute("PRAGMA temp.cache_size = 4").fetchall()  # spill to the file at once
+    con.executemany("INSERT INTO scratch VALUES (zeroblob(?))", [(2000,)] * 200)
+    store = _STORES[device]
+    temp = [name for name in store.files if name.startswith("/.temp-")]
+    assert temp
+    assert max(store.files[name].size for name in temp) > 100_000
+    assert con.execute("SELECT count(*) FROM scratch").fetchone() == (200,)
+    con.close()
+    assert not [name for name in store.files if name.startswith("/.temp-")]
+
+
 def test_vacuum_truncates_and_trims_the_database(device: ssdlab.Device):
     con = sq.connect(device, "vac.db", cpu="zero")
     con.execute("CREATE TABLE t (b BLOB)")

@@ -5,26 +5,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benches" / "sweep_bench.py"
-
-
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("sweep_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from support import load_bench
 
 
 @pytest.mark.bench
 def test_sweep_bench_tiny(tmp_path, capsys):
-    bench = _bench_module()
+    bench = load_bench("sweep_bench")
     spec = bench.bench_spec(tmp_path, runs=2, passes=0.5)
     one = bench.measure(spec, tmp_path / "one", workers=1)
     two = bench.measure(spec, tmp_path / "two", workers=2)
