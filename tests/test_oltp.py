@@ -1,0 +1,240 @@
+"""The OLTP workloads on the stdlib ``sqlite3`` module: load, run, consistency, mix, determinism.
+
+Databases are files in ``tmp_path`` in WAL mode, at a population small enough that the whole
+file runs in a few seconds; the clock is ``time.perf_counter_ns`` except where a test needs a
+clock it controls.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ssdlab import oltp
+from ssdlab.oltp import sysbench, tpcc
+
+POPULATION = 0.01  # 1,000 items, 30 customers and orders per district, 9 undelivered
+SB_TABLES = 2
+SB_ROWS = 500
+
+
+@pytest.fixture
+def connect(tmp_path: Path) -> Iterator[Callable[[str], sqlite3.Connection]]:
+    opened: list[sqlite3.Connection] = []
+
+    def open_db(name: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(tmp_path / name, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")  # no fsync per commit: tests need no durability
+        opened.append(conn)
+        return conn
+
+    yield open_db
+    for conn in opened:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def tpcc_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A TPC-C database of 2 warehouses at ``POPULATION``, loaded once, checkpointed into one
+    file that each test copies."""
+    path = tmp_path_factory.mktemp("tpcc") / "loaded.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    oltp.load("tpcc", conn, seed=1, warehouses=2, population=POPULATION)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return path
+
+
+@pytest.fixture
+def tpcc_db(
+    tpcc_file: Path, tmp_path: Path, connect: Callable[[str], sqlite3.Connection]
+) -> sqlite3.Connection:
+    shutil.copyfile(tpcc_file, tmp_path / "tpcc.db")
+    return connect("tpcc.db")
+
+
+TPCC = tpcc.Tpcc(warehouses=2, population=POPULATION)
+
+
+def integrity(conn: sqlite3.Connection) -> list[tuple[str]]:
+    return conn.execute("PRAGMA integrity_check").fetchall()
+
+
+def count(conn: sqlite3.Connection, table: str) -> int:
+    return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+
+def test_tpcc_population_follows_the_spec(tpcc_db: sqlite3.Connection) -> None:
+    conn, wl = tpcc_db, TPCC
+    assert (wl.items, wl.customers, wl.new_orders) == (1000, 30, 9)
+    districts = 2 * tpcc.DISTRICTS_PER_WAREHOUSE
+    expected = {
+        "warehouse": 2,
+        "district": districts,
+        "customer": districts * 30,
+        "history": districts * 30,
+        "orders": districts * 30,
+        "new_order": districts * 9,
+        "item": 1000,
+        "stock": 2 * 1000,
+    }
+    for table, rows in expected.items():
+        assert count(conn, table) == rows, table
+    lines = count(conn, "order_line")
+    assert districts * 30 * 5 <= lines <= districts * 30 * 15
+    # Every customer has exactly one order; the first 1000 (here: all) names are c_id - 1.
+    owners = conn.execute("SELECT COUNT(DISTINCT o_c_id) FROM orders WHERE o_w_id=1 AND o_d_id=1")
+    assert owners.fetchone()[0] == 30
+    (name,) = conn.execute("SELECT c_last FROM customer WHERE c_id=1 AND c_d_id=1 AND c_w_id=1")
+    assert name == ("BARBARBAR",)
+    originals = conn.execute("SELECT COUNT(*) FROM item WHERE i_data LIKE '%ORIGINAL%'")
+    assert 50 <= originals.fetchone()[0] <= 150  # 10 % of 1000
+    assert tpcc.check_consistency(conn) == []
+    assert integrity(conn) == [("ok",)]
+
+
+def test_tpcc_run_keeps_the_database_consistent(tpcc_db: sqlite3.Connection) -> None:
+    conn, wl = tpcc_db, TPCC
+    result = oltp.run(wl, conn, clock=time.perf_counter_ns, seed=2, transactions=400)
+    assert result.committed + result.aborted == 400
+    assert set(result.types) == set(tpcc.TRANSACTION_TYPES)
+    for kind, counts in result.types.items():
+        assert counts.committed > 0, kind
+        summary = counts.latency_ns
+        assert 0 < summary["p50"] <= summary["p99"] <= summary["max"], kind
+    assert all(t.aborted == 0 for k, t in result.types.items() if k != "new_order")
+    assert result.transactions_per_s > 0
+    json.dumps(result.to_dict())
+    assert tpcc.check_consistency(conn) == []
+    assert integrity(conn) == [("ok",)]
+    # Payments went through remote warehouses and some order lines were supplied remotely.
+    remote = conn.execute("SELECT COUNT(*) FROM history WHERE h_c_w_id <> h_w_id").fetchone()
+    assert remote[0] > 0
+
+
+def test_tpcc_deck_deals_the_standard_mix(connect: Callable[[str], sqlite3.Connection]) -> None:
+    session = tpcc.Tpcc(population=POPULATION).session(connect("deck.db"), seed=3)
+    dealt = [session.next_type() for _ in range(1000)]
+    for start in range(0, 1000, 100):
+        deck = collections.Counter(dealt[start : start + 100])
+        assert deck == dict(tpcc.DECK)
+    assert dealt[:100] != dealt[100:200]  # each deck is shuffled anew
+
+
+def test_tpcc_new_order_rolls_back_about_one_percent(tpcc_db: sqlite3.Connection) -> None:
+    conn, wl = tpcc_db, TPCC
+    session = wl.session(conn, seed=4)
+    orders_before = count(conn, "orders")
+    outcomes = [session.execute("new_order") for _ in range(1000)]
+    rolled_back = outcomes.count(False)
+    assert 3 <= rolled_back <= 20  # binomial(1000, 1 %): mean 10, sd 3.1
+    # A rolled-back New-Order leaves nothing behind: no order, no district counter step.
+    assert count(conn, "orders") == orders_before + outcomes.count(True)
+    assert tpcc.check_consistency(conn) == []
+
+
+def test_sysbench_keeps_its_row_counts(connect: Callable[[str], sqlite3.Connection]) -> None:
+    conn = connect("sb.db")
+    wl = oltp.load("sysbench", conn, seed=1, tables=SB_TABLES, table_size=SB_ROWS)
+    (c, pad) = conn.execute("SELECT c, pad FROM sbtest1 WHERE id=7").fetchone()
+    assert (len(c), len(pad), c.count("-")) == (119, 59, 9)
+    sums = [conn.execute(f"SELECT SUM(k) FROM sbtest{n}").fetchone()[0] for n in (1, 2)]
+    result = oltp.run(wl, conn, clock=time.perf_counter_ns, seed=2, transactions=200)
+    assert (result.committed, result.aborted) == (200, 0)
+    for n in (1, 2):
+        assert count(conn, f"sbtest{n}") == SB_ROWS
+        ids = conn.execute(f"SELECT MIN(id), MAX(id) FROM sbtest{n}").fetchone()
+        assert ids == (1, SB_ROWS)
+    after = [conn.execute(f"SELECT SUM(k) FROM sbtest{n}").fetchone()[0] for n in (1, 2)]
+    assert after != sums  # the index updates and re-inserts changed k
+    indexes = conn.execute("SELECT name FROM sqlite_master WHERE type='index' ORDER BY name")
+    assert [name for (name,) in indexes] == ["k_1", "k_2"]
+    assert integrity(conn) == [("ok",)]
+
+
+def test_sysbench_special_distribution_has_sysbench_hot_spot() -> None:
+    ids = sysbench.IdGenerator(random.Random(5), "special")
+    draws = [ids.default(1, 10_000) for _ in range(20_000)]
+    assert 1 <= min(draws) <= max(draws) <= 10_000
+    middle = sum(4950 <= d <= 5051 for d in draws) / len(draws)
+    assert 0.74 <= middle <= 0.80  # 75 % go to the middle 1 %, plus the normal part's share
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "tables"),
+    [
+        ("tpcc", {"warehouses": 1, "population": 0.005}, tpcc.TABLES),
+        ("sysbench", {"tables": 1, "table_size": 300}, ("sbtest1",)),
+    ],
+)
+def test_same_seeds_give_the_same_database(
+    connect: Callable[[str], sqlite3.Connection],
+    name: str,
+    params: dict[str, object],
+    tables: tuple[str, ...],
+) -> None:
+    digests = []
+    for db, run_seed in (("a.db", 2), ("b.db", 2), ("c.db", 3)):
+        conn = connect(db)
+        wl = oltp.load(name, conn, seed=1, **params)
+        result = oltp.run(wl, conn, clock=time.perf_counter_ns, seed=run_seed, transactions=150)
+        digests.append((oltp.content_digest(conn, tables), result.committed, result.aborted))
+    assert digests[0] == digests[1]
+    assert digests[0][0] != digests[2][0]
+
+
+def test_run_stops_on_the_given_clock_and_skips_the_warm_up(
+    connect: Callable[[str], sqlite3.Connection],
+) -> None:
+    conn = connect("sb.db")
+    wl = oltp.load("sysbench", conn, seed=1, tables=1, table_size=200)
+    ticks = iter(range(0, 10**12, 1000))
+
+    def clock() -> int:  # a simulated clock: 1 µs a reading
+        return next(ticks)
+
+    result = oltp.run(wl, conn, clock=clock, seed=2, duration_ns=20_000, warmup_transactions=5)
+    # Each transaction reads the clock twice (start, end): 2 µs per transaction.
+    assert result.committed == 10
+    assert result.elapsed_ns == 20_000
+    assert result.transactions_per_s == pytest.approx(500_000)
+    assert result.types["read_write"].latency_ns["max"] == 1000
+
+
+@pytest.mark.parametrize(
+    ("call", "option"),
+    [
+        (lambda c: oltp.make_workload("tpcx"), "unknown workload"),
+        (lambda c: oltp.make_workload("tpcc", scale=0), "warehouses"),
+        (lambda c: oltp.make_workload("tpcc", population=0), "population"),
+        (lambda c: oltp.make_workload("tpcc", population=1.5), "population"),
+        (lambda c: oltp.make_workload("tpcc", warehouse=2), "unknown option"),
+        (lambda c: oltp.make_workload("sysbench", scale=0), "table_size"),
+        (lambda c: oltp.make_workload("sysbench", tables=-1), "tables"),
+        (lambda c: oltp.make_workload("sysbench", range_size=0), "range_size"),
+        (lambda c: oltp.make_workload("sysbench", rand_type="zipf"), "rand_type"),
+        (lambda c: oltp.run("sysbench", c, clock=time.perf_counter_ns), "a run needs a stop"),
+        (lambda c: oltp.run("sysbench", c, clock=int, transactions=-1), "transactions"),
+        (lambda c: oltp.run("sysbench", c, clock=int, duration_ns=0), "duration_ns"),
+        (
+            lambda c: oltp.run("sysbench", c, clock=int, transactions=1, warmup_transactions=-1),
+            "warmup_transactions",
+        ),
+        (lambda c: oltp.load("sysbench", c, seed=-1), "seed"),
+    ],
+)
+def test_bad_parameters_name_the_option(
+    connect: Callable[[str], sqlite3.Connection], call: Callable, option: str
+) -> None:
+    with pytest.raises(ValueError, match=option):
+        call(connect("bad.db"))
