@@ -238,3 +238,28 @@ def test_bad_parameters_name_the_option(
 ) -> None:
     with pytest.raises(ValueError, match=option):
         call(connect("bad.db"))
+
+
+def test_a_failing_transaction_is_rolled_back(
+    connect: Callable[[str], sqlite3.Connection],
+) -> None:
+    conn = connect("t.db")
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE t (x INTEGER PRIMARY KEY)")
+
+    def insert_then(outcome: object) -> Callable[[], bool]:
+        def body() -> bool:
+            cur.execute("INSERT INTO t VALUES (1)")
+            if isinstance(outcome, Exception):
+                raise outcome
+            return bool(outcome)
+
+        return body
+
+    with pytest.raises(sqlite3.IntegrityError):
+        oltp.driver.transaction(conn, cur, insert_then(sqlite3.IntegrityError("boom")))
+    assert not oltp.driver.transaction(conn, cur, insert_then(False))
+    assert not conn.in_transaction
+    assert count(conn, "t") == 0
+    assert oltp.driver.transaction(conn, cur, insert_then(True))
+    assert count(conn, "t") == 1

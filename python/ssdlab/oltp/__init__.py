@@ -22,7 +22,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from ssdlab.oltp import sysbench, tpcc
+from ssdlab.oltp import driver, sysbench, tpcc
 from ssdlab.oltp.driver import OltpResult, TypeResult, Workload, load, run
 from ssdlab.oltp.sysbench import Sysbench
 from ssdlab.oltp.tpcc import Tpcc
@@ -38,6 +38,7 @@ __all__ = [
     "TypeResult",
     "Workload",
     "content_digest",
+    "driver",
     "load",
     "make_workload",
     "run",

@@ -99,6 +99,22 @@ def latency_summary(samples_ns: list[int]) -> dict[str, float]:
     return summary
 
 
+def transaction(conn: Any, cur: Any, body: Callable[[], bool]) -> bool:
+    """Run ``body`` between ``BEGIN`` and ``commit()``, or ``rollback()`` when it returns
+    ``False`` (an intended rollback) or raises (then the error propagates)."""
+    cur.execute("BEGIN")
+    try:
+        committed = body()
+    except BaseException:
+        conn.rollback()
+        raise
+    if committed:
+        conn.commit()
+    else:
+        conn.rollback()
+    return committed
+
+
 def check_int(option: str, value: int | None, *, minimum: int) -> None:
     """``ValueError`` naming ``option`` unless ``value`` is None or an integer >= ``minimum``."""
     if value is None:

@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ssdlab.oltp.driver import check_int
+from ssdlab.oltp.driver import check_int, transaction
 
 #: Random digits per group and groups per value, from sysbench's c and pad templates.
 _GROUP_DIGITS = 11
@@ -137,10 +137,12 @@ class SysbenchSession:
         return self.ids.default(1, self.wl.table_size)
 
     def execute(self, kind: str) -> bool:
+        return transaction(self.conn, self.cur, self._read_write)
+
+    def _read_write(self) -> bool:
         cur = self.cur
         rng = self.rng
         span = self.wl.range_size - 1
-        cur.execute("BEGIN")
         table = self._table()
         for _ in range(10):
             cur.execute(f"SELECT c FROM {table} WHERE id=?", (self._id(),)).fetchall()
@@ -162,5 +164,4 @@ class SysbenchSession:
             f"INSERT INTO {table} (id, k, c, pad) VALUES (?, ?, ?, ?)",
             (row_id, self._id(), _digits(rng, _C_GROUPS), _digits(rng, _PAD_GROUPS)),
         )
-        self.conn.commit()
         return True

@@ -46,7 +46,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from ssdlab.oltp.driver import check_int
+from ssdlab.oltp.driver import check_int, transaction
 
 DISTRICTS_PER_WAREHOUSE = 10
 ITEMS = 100_000
@@ -379,17 +379,7 @@ class TpccSession:
     def execute(self, kind: str) -> bool:
         self.ordinal += 1
         self.now = _stamp(_RUN_INSTANT + dt.timedelta(seconds=self.ordinal))
-        self.cur.execute("BEGIN")
-        try:
-            committed = self.runners[kind]()
-        except BaseException:
-            self.conn.rollback()
-            raise
-        if committed:
-            self.conn.commit()
-        else:
-            self.conn.rollback()
-        return committed
+        return transaction(self.conn, self.cur, self.runners[kind])
 
     # -- helpers ----------------------------------------------------------------------------
 
