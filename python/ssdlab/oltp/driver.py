@@ -59,6 +59,7 @@ class OltpResult:
     workload: str
     params: dict[str, Any]
     seed: int
+    warmup_transactions: int
     committed: int
     aborted: int
     elapsed_ns: int
@@ -71,6 +72,7 @@ class OltpResult:
             "workload": self.workload,
             "params": dict(self.params),
             "seed": self.seed,
+            "warmup_transactions": self.warmup_transactions,
             "committed": self.committed,
             "aborted": self.aborted,
             "elapsed_ns": self.elapsed_ns,
@@ -198,6 +200,7 @@ def run(
         workload=wl.name,
         params=wl.params(),
         seed=seed,
+        warmup_transactions=warmup_transactions,
         committed=committed_total,
         aborted=sum(aborted.values()),
         elapsed_ns=elapsed_ns,
