@@ -8,6 +8,7 @@ clock it controls.
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import random
 import shutil
@@ -198,7 +199,7 @@ def test_sysbench_special_distribution_has_sysbench_hot_spot() -> None:
         ("sysbench", {"tables": 1, "table_size": 300}, ("sbtest1",)),
     ],
 )
-def test_same_seeds_give_the_same_database(
+def test_same_seeds_give_the_same_statements_and_database(
     connect: Callable[[str], sqlite3.Connection],
     name: str,
     params: dict[str, object],
@@ -208,10 +209,21 @@ def test_same_seeds_give_the_same_database(
     for db, run_seed in (("a.db", 2), ("b.db", 2), ("c.db", 3)):
         conn = connect(db)
         wl = oltp.load(name, conn, seed=1, **params)
+        statements = hashlib.sha256()  # every statement of the run, with its bound values
+        conn.set_trace_callback(lambda sql, h=statements: h.update(sql.encode()))
         result = oltp.run(wl, conn, clock=time.perf_counter_ns, seed=run_seed, transactions=150)
-        digests.append((oltp.content_digest(conn, tables), result.committed, result.aborted))
+        conn.set_trace_callback(None)
+        digests.append(
+            (
+                statements.hexdigest(),
+                oltp.content_digest(conn, tables),
+                result.committed,
+                result.aborted,
+            )
+        )
     assert digests[0] == digests[1]
     assert digests[0][0] != digests[2][0]
+    assert digests[0][1] != digests[2][1]
 
 
 def test_run_stops_on_the_given_clock_and_skips_the_warm_up(
