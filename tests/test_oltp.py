@@ -265,6 +265,8 @@ def test_run_stops_on_the_given_clock_and_skips_the_warm_up(
             "warmup_transactions",
         ),
         (lambda c: oltp.load("sysbench", c, seed=-1), "seed"),
+        (lambda c: oltp.make_workload("tpcc", scale=1, warehouses=1), "not both"),
+        (lambda c: oltp.load(TPCC, c, warehouses=3), "by name only"),
     ],
 )
 def test_bad_parameters_name_the_option(
@@ -297,3 +299,15 @@ def test_a_failing_transaction_is_rolled_back(
     assert count(conn, "t") == 0
     assert oltp.driver.transaction(conn, cur, insert_then(True))
     assert count(conn, "t") == 1
+
+
+def test_registry_and_scale_alias() -> None:
+    assert sorted(oltp.WORKLOADS) == ["sysbench", "tpcc"]
+    assert oltp.make_workload("tpcc", scale=3).params() == {"warehouses": 3, "population": 1.0}
+    bench = oltp.make_workload("sysbench", scale=50, tables=4, rand_type="special")
+    assert bench.params() == {
+        "tables": 4,
+        "table_size": 50,
+        "range_size": 100,
+        "rand_type": "special",
+    }
