@@ -155,8 +155,10 @@ def run(
     warmup_transactions: int = 0,
     **params: Any,
 ) -> OltpResult:
-    """Run transactions until ``transactions`` were measured or ``duration_ns`` of the clock
-    passed after the warm-up (whichever comes first; at least one must be given)."""
+    """Run ``warmup_transactions`` unmeasured, then measure until ``transactions`` (committed
+    or rolled back) have run or ``duration_ns`` of the clock has passed, whichever comes first;
+    at least one of the two must be given. A transaction that raises ends the run with its
+    error, after its rollback."""
     check_int("seed", seed, minimum=0)
     check_int("transactions", transactions, minimum=1)
     check_int("duration_ns", duration_ns, minimum=1)
