@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import ssdlab
 from ssdlab import oltp
 from ssdlab.oltp import sysbench, tpcc
 
@@ -115,7 +116,9 @@ def test_tpcc_run_keeps_the_database_consistent(tpcc_db: sqlite3.Connection) -> 
         assert 0 < summary["p50"] <= summary["p99"] <= summary["max"], kind
     assert all(t.aborted == 0 for k, t in result.types.items() if k != "new_order")
     assert result.transactions_per_s > 0
-    json.dumps(result.to_dict())
+    report = json.loads(json.dumps(result.to_dict()))
+    assert report["params"] == {"warehouses": 2, "population": POPULATION}
+    assert (report["seed"], report["version"]) == (2, ssdlab.__version__)
     assert tpcc.check_consistency(conn) == []
     assert integrity(conn) == [("ok",)]
     # 15 % of Payments go through a remote warehouse, 1 % of order lines are supplied remotely

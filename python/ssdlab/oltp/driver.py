@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ssdlab import _core
+
 #: The percentiles reported per transaction type, as the keys of ``latency_ns``.
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9))
 
@@ -66,6 +68,7 @@ class OltpResult:
     wall_time_ns: int
     transactions_per_s: float
     types: dict[str, TypeResult]
+    version: str = field(default=_core.__version__)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +89,7 @@ class OltpResult:
                 }
                 for kind, t in self.types.items()
             },
+            "version": self.version,
         }
 
 
