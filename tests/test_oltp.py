@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import importlib.util
 import json
 import random
 import shutil
 import sqlite3
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -314,3 +316,21 @@ def test_registry_and_scale_alias() -> None:
         "range_size": 100,
         "rand_type": "special",
     }
+
+
+@pytest.mark.bench
+def test_oltp_bench_tiny(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The OLTP benchmark (benches/oltp_bench.py) at a tiny size, so that it cannot rot."""
+    path = Path(__file__).resolve().parent.parent / "benches" / "oltp_bench.py"
+    spec = importlib.util.spec_from_file_location("oltp_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # dataclasses look their module up there
+    spec.loader.exec_module(bench)
+    args = ["--population", "0.005", "--table-size", "200", "--transactions", "50"]
+    assert bench.main([*args, "--warmup", "5", "--dir", str(tmp_path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["workload"] for row in rows] == ["tpcc", "sysbench"]
+    for row in rows:
+        assert row["transactions"] == 50
+        assert row["file_bytes"] > 0
+        assert row["transactions_per_wall_s"] > 0
