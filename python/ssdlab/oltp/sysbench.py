@@ -120,6 +120,8 @@ class Sysbench:
 
 
 class SysbenchSession:
+    """Runs ``oltp_read_write`` transactions on one connection, ids drawn from the run seed."""
+
     def __init__(self, workload: Sysbench, conn: Any, seed: int) -> None:
         self.wl = workload
         self.conn = conn
@@ -155,8 +157,8 @@ class SysbenchSession:
             low = self._id()
             cur.execute(template.format(t=self._table()), (low, low + span)).fetchall()
         cur.execute(f"UPDATE {self._table()} SET k=k+1 WHERE id=?", (self._id(),))
-        table = self._table()
-        cur.execute(f"UPDATE {table} SET c=? WHERE id=?", (_digits(rng, _C_GROUPS), self._id()))
+        c = _digits(rng, _C_GROUPS)
+        cur.execute(f"UPDATE {self._table()} SET c=? WHERE id=?", (c, self._id()))
         table = self._table()  # one table for the delete and the insert of the same id
         row_id = self._id()
         cur.execute(f"DELETE FROM {table} WHERE id=?", (row_id,))
