@@ -17,14 +17,19 @@ transaction with an explicit ``BEGIN`` and end it with ``conn.commit()`` or
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from ssdlab import _core
+
+#: Rows per ``executemany`` call while loading: large enough that the per-call cost vanishes,
+#: small enough that a 100,000-row table is never held in memory whole.
+LOAD_BATCH_ROWS = 10_000
 
 #: The percentiles reported per transaction type, as the keys of ``latency_ns``.
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9))
@@ -119,6 +124,14 @@ def transaction(conn: Any, cur: Any, body: Callable[[], bool]) -> bool:
     else:
         conn.rollback()
     return committed
+
+
+def insert_batches(cur: Any, sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
+    """``executemany`` over ``rows`` in lists of ``LOAD_BATCH_ROWS`` (PEP 249 asks for a
+    sequence, and a generator's rows would otherwise all be built first)."""
+    it = iter(rows)
+    while batch := list(itertools.islice(it, LOAD_BATCH_ROWS)):
+        cur.executemany(sql, batch)
 
 
 def check_int(option: str, value: int | None, *, minimum: int) -> None:

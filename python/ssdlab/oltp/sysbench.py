@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ssdlab.oltp.driver import check_int, transaction
+from ssdlab.oltp.driver import check_int, insert_batches, transaction
 
 #: Random digits per group and groups per value, from sysbench's c and pad templates.
 _GROUP_DIGITS = 11
@@ -36,8 +36,6 @@ _PAD_GROUPS = 5
 _SPEC_ITER = 12
 _SPEC_PCT = 1
 _SPEC_RES = 75
-#: Rows per executemany batch while loading (each table is still one transaction).
-_LOAD_BATCH_ROWS = 10_000
 
 RAND_TYPES = ("uniform", "special")
 
@@ -100,18 +98,19 @@ class Sysbench:
                 f"CREATE TABLE sbtest{n} (id INTEGER PRIMARY KEY, k INTEGER NOT NULL DEFAULT 0,"
                 " c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '')"
             )
-            for first in range(1, self.table_size + 1, _LOAD_BATCH_ROWS):
-                last = min(first + _LOAD_BATCH_ROWS, self.table_size + 1)
-                rows = [
+            insert_batches(
+                cur,
+                f"INSERT INTO sbtest{n} (id, k, c, pad) VALUES (?, ?, ?, ?)",
+                (
                     (
                         i,
                         ids.default(1, self.table_size),
                         _digits(rng, _C_GROUPS),
                         _digits(rng, _PAD_GROUPS),
                     )
-                    for i in range(first, last)
-                ]
-                cur.executemany(f"INSERT INTO sbtest{n} (id, k, c, pad) VALUES (?, ?, ?, ?)", rows)
+                    for i in range(1, self.table_size + 1)
+                ),
+            )
             cur.execute(f"CREATE INDEX k_{n} ON sbtest{n}(k)")
             conn.commit()
 

@@ -46,7 +46,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from ssdlab.oltp.driver import check_int, transaction
+from ssdlab.oltp.driver import check_int, insert_batches, transaction
 
 DISTRICTS_PER_WAREHOUSE = 10
 ITEMS = 100_000
@@ -233,12 +233,13 @@ class Tpcc:
             cur.execute(f"DROP TABLE IF EXISTS {table}")
         for statement in SCHEMA:
             cur.execute(statement)
-        cur.executemany(
+        insert_batches(
+            cur,
             "INSERT INTO item VALUES (?, ?, ?, ?, ?)",
-            [
+            (
                 (i, r.uniform(1, 10_000), r.astring(14, 24), r.money(100, 10_000), r.data())
                 for i in range(1, self.items + 1)
-            ],
+            ),
         )
         conn.commit()
         for w_id in range(1, self.warehouses + 1):
@@ -253,9 +254,10 @@ class Tpcc:
             "INSERT INTO warehouse VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (w_id, r.astring(6, 10), *r.address(), r.rate(2000), d_ytd * DISTRICTS_PER_WAREHOUSE),
         )
-        cur.executemany(
+        insert_batches(
+            cur,
             "INSERT INTO stock VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?)",
-            [
+            (
                 (
                     i_id,
                     w_id,
@@ -264,7 +266,7 @@ class Tpcc:
                     r.data(),
                 )
                 for i_id in range(1, self.items + 1)
-            ],
+            ),
         )
         delivered_below = self.customers - self.new_orders + 1
         for d_id in range(1, DISTRICTS_PER_WAREHOUSE + 1):
