@@ -119,7 +119,7 @@ def test_tpcc_run_keeps_the_database_consistent(tpcc_db: sqlite3.Connection) -> 
     assert all(t.aborted == 0 for k, t in result.types.items() if k != "new_order")
     assert result.transactions_per_s > 0
     report = json.loads(json.dumps(result.to_dict()))
-    assert report["params"] == {"warehouses": 2, "population": POPULATION}
+    assert report["params"] == {"warehouses": 2, "population": POPULATION, "clustered": False}
     assert (report["seed"], report["version"]) == (2, ssdlab.__version__)
     assert tpcc.check_consistency(conn) == []
     assert integrity(conn) == [("ok",)]
@@ -147,6 +147,25 @@ def test_tpcc_selects_sixty_percent_of_customers_by_last_name(
     for name in names:
         found = tpcc_db.execute("SELECT 1 FROM customer WHERE c_last=? LIMIT 1", (name,))
         assert found.fetchone() is not None, name
+
+
+def test_tpcc_clustered_tables_hold_the_same_rows(
+    connect: Callable[[str], sqlite3.Connection],
+) -> None:
+    digests = []
+    for clustered in (False, True):
+        conn = connect(f"clustered-{clustered}.db")
+        wl = oltp.load("tpcc", conn, seed=1, population=0.005, clustered=clustered)
+        oltp.run(wl, conn, clock=time.perf_counter_ns, seed=2, transactions=100)
+        assert tpcc.check_consistency(conn) == []
+        assert integrity(conn) == [("ok",)]
+        without_rowid = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND sql LIKE '%WITHOUT ROWID'"
+        ).fetchall()
+        expected = ["customer", "district", "new_order", "order_line", "orders", "stock"]
+        assert sorted(name for (name,) in without_rowid) == (expected if clustered else [])
+        digests.append(oltp.content_digest(conn, tpcc.TABLES))
+    assert digests[0] == digests[1]
 
 
 def test_tpcc_deck_deals_the_standard_mix(connect: Callable[[str], sqlite3.Connection]) -> None:
@@ -258,6 +277,7 @@ def test_run_stops_on_the_given_clock_and_skips_the_warm_up(
         (lambda c: oltp.make_workload("tpcc", population=0), "population"),
         (lambda c: oltp.make_workload("tpcc", population=1.5), "population"),
         (lambda c: oltp.make_workload("tpcc", warehouse=2), "unknown option"),
+        (lambda c: oltp.make_workload("tpcc", clustered="yes"), "clustered"),
         (lambda c: oltp.make_workload("sysbench", scale=0), "table_size"),
         (lambda c: oltp.make_workload("sysbench", tables=-1), "tables"),
         (lambda c: oltp.make_workload("sysbench", range_size=0), "range_size"),
@@ -308,7 +328,11 @@ def test_a_failing_transaction_is_rolled_back(
 
 def test_registry_and_scale_alias() -> None:
     assert sorted(oltp.WORKLOADS) == ["sysbench", "tpcc"]
-    assert oltp.make_workload("tpcc", scale=3).params() == {"warehouses": 3, "population": 1.0}
+    assert oltp.make_workload("tpcc", scale=3).params() == {
+        "warehouses": 3,
+        "population": 1.0,
+        "clustered": False,
+    }
     bench = oltp.make_workload("sysbench", scale=50, tables=4, rand_type="special")
     assert bench.params() == {
         "tables": 4,
