@@ -11,8 +11,8 @@ the warm-up; ``wall_time_ns`` is always real time, so that the cost of a run is 
 Workloads run on any PEP 249 connection with the qmark paramstyle. They start every
 transaction with an explicit ``BEGIN`` and end it with ``conn.commit()`` or
 ``conn.rollback()``, so the connection must let ``BEGIN`` start a transaction: the stdlib
-``sqlite3`` module with ``isolation_level=None`` (or its default legacy mode), or
-``ssdlab.sqlite.connect``.
+``sqlite3`` module does with ``isolation_level=None`` and in its default legacy mode (not with
+``autocommit=False``, which opens transactions itself), and ``ssdlab.sqlite.connect`` must.
 """
 
 from __future__ import annotations
