@@ -358,3 +358,17 @@ def test_oltp_bench_tiny(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         assert row["transactions"] == 50
         assert row["file_bytes"] > 0
         assert row["transactions_per_wall_s"] > 0
+
+
+def test_sqlite3_default_transaction_mode_works_too() -> None:
+    """The explicit BEGIN works in sqlite3's default (legacy) mode, not only with
+    ``isolation_level=None``."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        wl = oltp.load("tpcc", conn, seed=1, population=0.005)
+        result = oltp.run(wl, conn, clock=time.perf_counter_ns, seed=2, transactions=100)
+        assert result.committed + result.aborted == 100
+        assert not conn.in_transaction
+        assert tpcc.check_consistency(conn) == []
+    finally:
+        conn.close()
