@@ -107,6 +107,12 @@ def test_tpcc_population_follows_the_spec(tpcc_db: sqlite3.Connection) -> None:
     assert integrity(conn) == [("ok",)]
 
 
+def test_tpcc_population_one_is_the_standard() -> None:
+    standard = tpcc.Tpcc()
+    assert (standard.items, standard.customers, standard.new_orders) == (100_000, 3_000, 900)
+    assert tpcc.last_name(371) == "PRICALLYOUGHT"  # clause 4.3.2.3's example
+
+
 def test_tpcc_run_keeps_the_database_consistent(tpcc_db: sqlite3.Connection) -> None:
     conn, wl = tpcc_db, TPCC
     result = oltp.run(wl, conn, clock=time.perf_counter_ns, seed=2, transactions=400)
