@@ -63,7 +63,7 @@ test: test-deps build ## build, then run every Rust and Python test
 		if [ $$status -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
 		exit $$status; }
 
-bench: test-deps build ## build, then run the simulator, workload, NBD, sweep and Python benchmarks
+bench: test-deps build ## build, then run the simulator, workload, NBD, sweep, OLTP and Python benchmarks
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --op 0.28
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --scheduler fcfs
@@ -71,6 +71,7 @@ bench: test-deps build ## build, then run the simulator, workload, NBD, sweep an
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin parsespeed
 	$(BIN)/python benches/nbd_fio.py
 	$(BIN)/python benches/sweep_bench.py
+	$(BIN)/python benches/oltp_bench.py
 	$(BIN)/python benches/sqlite_bench.py
 	@$(BIN)/pytest -m bench -q || { status=$$?; [ $$status -eq 5 ] || exit $$status; }
 

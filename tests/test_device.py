@@ -50,6 +50,17 @@ def test_advance_to_moves_the_clock_forward_only_and_requests_issue_there(make_d
         dev.advance_to(-1)
 
 
+def test_reset_measurements_zeroes_clock_and_stats_but_keeps_data(make_device):
+    dev = make_device(store_data=True)
+    dev.write(0, data=b"x" * KIB4)
+    assert dev.now > 0
+    assert dev.stats()["host_bytes_written"] == KIB4
+    dev.reset_measurements()
+    assert dev.now == 0
+    assert dev.stats()["host_bytes_written"] == 0
+    assert dev.read(0, KIB4).data == b"x" * KIB4
+
+
 def _script(dev: ssdlab.Device) -> list[ssdlab.Completion]:
     rng = np.random.default_rng(5)
     pages = dev.logical_bytes // KIB4

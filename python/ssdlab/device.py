@@ -325,6 +325,12 @@ class Device:
             )
         return self._handle.precondition(float(random_overwrite_passes))
 
+    def reset_measurements(self) -> None:
+        """Zero the clock and every statistic, keeping data, mapping and wear: what a host
+        set up on the device (a database loaded, files laid out) stays, and measurements
+        start from here."""
+        self._handle.reset_measurements()
+
     # -- runs ------------------------------------------------------------------------------------
 
     def run_job(

@@ -1,4 +1,4 @@
-//! `simspeed [--tiny] [--op FRACTION] [--scheduler fcfs|priority|out_of_order]`: the simulator-speed benchmark of BENCHMARKS.md. Prints
+//! `simspeed [--tiny] [--op FRACTION] [--blocks N] [--requests N] [--scheduler fcfs|priority|out_of_order]`: the simulator-speed benchmark of BENCHMARKS.md. Prints
 //! a table and a JSON line; targets: >= 2 M random writes/s in GC steady state, >= 4 M random
 //! reads/s, and <= 16 bytes of device state per physical page. `--op` sets over-provisioning
 //! (default 0.07); the logical capacity is kept at 64 GiB by scaling the blocks per plane.
@@ -22,6 +22,23 @@ fn main() {
             params.blocks_per_plane = (368.0 * (1.0 + op) / 1.07).ceil() as u32;
         }
         params.over_provisioning = op;
+    }
+    // For profiling at other sizes (e.g. under callgrind): capacity and requests per phase.
+    for (flag, field) in [("--blocks", 0), ("--requests", 1)] {
+        if let Some(i) = args.iter().position(|a| a == flag) {
+            let Some(n) = args
+                .get(i + 1)
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|&n| n > 0)
+            else {
+                eprintln!("simspeed: {flag}: expected a positive integer");
+                std::process::exit(2);
+            };
+            match field {
+                0 => params.blocks_per_plane = n.min(u32::MAX as u64) as u32,
+                _ => params.requests = n,
+            }
+        }
     }
     if let Some(i) = args.iter().position(|a| a == "--scheduler") {
         match args.get(i + 1).map(String::as_str) {

@@ -296,6 +296,20 @@ impl PyDevice {
         Ok(result)
     }
 
+    /// Zero the clock and the statistics; data, mapping and wear stay.
+    fn reset_measurements(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |d| {
+            if d.run_in_progress() {
+                return Err(DeviceError::Run(
+                    "a run is in progress: finish it before resetting measurements",
+                ));
+            }
+            d.reset_measurements();
+            Ok(())
+        })
+        .map_err(device_error)
+    }
+
     /// Start job `job_index` of a fio job file.
     fn start_job(&self, py: Python<'_>, job_path: &str, job_index: usize) -> PyResult<()> {
         let file = read_job_file(Path::new(job_path)).map_err(workload_error)?;
