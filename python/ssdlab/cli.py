@@ -991,11 +991,17 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     except reproduce.UnknownStudy as err:
         raise UsageError(str(err)) from None
     options = _sweep_options(args)
-    options["out"] = options["out"] or reproduce.default_out(args.name, args.scale)
-    outcome = _run(run_sweep, spec, **options)
-    status = _summary(outcome, args.quiet)
-    report = make_report(outcome.out_dir)
-    print(f"# {report.title} ({args.scale})\n")
-    print(headline(report))
-    print(f"\nReport: {report.path}")
+    out = options["out"] or reproduce.default_out(args.name, args.scale)
+    studies = [(spec, out)]
+    for companion in spec.companions:
+        companion_spec = reproduce.load(companion, args.scale)
+        studies.append((companion_spec, os.path.join(out, companion)))
+    status = EXIT_OK
+    for study, study_out in studies:
+        outcome = _run(run_sweep, study, **(options | {"out": study_out}))
+        status = max(status, _summary(outcome, args.quiet))
+        report = make_report(outcome.out_dir)
+        print(f"# {report.title} ({args.scale})\n")
+        print(headline(report))
+        print(f"\nReport: {report.path}\n")
     return status

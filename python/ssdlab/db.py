@@ -179,6 +179,8 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
         host_writes_per_capacity=ssd["host_bytes_written"] / device.logical_bytes,
         energy_per_transaction_mj=1e3 * ssd["energy_j"] / committed,
         main_latency_ns=_main_latency(result),
+        main_p50_ms=_main_latency(result).get("p50", 0.0) / 1e6,
+        main_p99_ms=_main_latency(result).get("p99", 0.0) / 1e6,
         load_wall_s=load_s,
         wall_s=time.perf_counter() - started,
     )

@@ -40,6 +40,12 @@ LABELS = {
     "erases.mean": "erases per block, mean",
     "energy_j": "energy (J)",
     "die_utilisation": "die utilisation",
+    "flash.erases": "erases",
+    "oltp.transactions_per_s": "transactions per simulated second",
+    "oltp.main_p99_ms": "principal transaction p99 (ms)",
+    "oltp.main_p50_ms": "principal transaction p50 (ms)",
+    "oltp.energy_per_transaction_mj": "energy per transaction (mJ)",
+    "oltp.write_request_share": "share of device requests that are writes",
 }
 
 REPORT_DIR = "report"
@@ -55,6 +61,9 @@ class MetricTable:
     label: str
     x: str
     series: list[str]
+    #: The axis values behind each series label, in the order of ``series``.
+    series_values: list[tuple[Any, ...]]
+    series_keys: list[str]
     #: (x value, {series label: (mean, std, n)}) in x order.
     rows: list[tuple[Any, dict[str, tuple[float, float, int]]]]
     plot: Path | None
@@ -108,7 +117,11 @@ def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = Non
     target = Path(report_dir) if report_dir else out / REPORT_DIR
     target.mkdir(parents=True, exist_ok=True)
     title = settings.get("title") or meta.get("description") or f"sweep {meta.get('name')}"
-    tables = [_metric_table(ok, metric, x, series_keys, target, title) for metric in metrics]
+    tables = [
+        _metric_table(ok, metric, x, series_keys, target, title, axes.get(x, []))
+        for metric in metrics
+    ]
+    _write_csv(ok, tables, target)
     seeds = ok[spec_mod.SEED].nunique()
     lines = [f"# {title}", ""]
     lines.append(
@@ -144,37 +157,72 @@ def _fmt_value(value: Any) -> str:
 
 
 def _metric_table(
-    ok: pd.DataFrame, metric: str, x: str, series_keys: list[str], target: Path, title: str
+    ok: pd.DataFrame,
+    metric: str,
+    x: str,
+    series_keys: list[str],
+    target: Path,
+    title: str,
+    x_order: list[Any],
 ) -> MetricTable:
     groups = ok.groupby([x, *series_keys], sort=True, dropna=False)[metric]
     stats = groups.agg(["mean", "std", "count"]).reset_index()
     labels: list[str] = []
+    label_values: list[tuple[Any, ...]] = []
     rows: dict[Any, dict[str, tuple[float, float, int]]] = {}
     for record in stats.itertuples(index=False):
         values = tuple(record)
         label = _series_label(series_keys, values[1 : 1 + len(series_keys)])
         if label not in labels:
             labels.append(label)
+            label_values.append(values[1 : 1 + len(series_keys)])
         mean, std, count = values[-3:]
         rows.setdefault(values[0], {})[label] = (
             float(mean),
             float(std) if count > 1 and not math.isnan(std) else 0.0,
             int(count),
         )
-    ordered = sorted(rows.items(), key=lambda item: _sort_key(item[0]))
+    ordered = sorted(rows.items(), key=lambda item: _sort_key(item[0], x_order))
     plot = _plot(metric, x, labels, ordered, target, title)
     return MetricTable(
         metric=metric,
         label=LABELS.get(metric, metric),
         x=x,
         series=labels,
+        series_values=label_values,
+        series_keys=list(series_keys),
         rows=ordered,
         plot=plot,
     )
 
 
-def _sort_key(value: Any) -> tuple[int, Any]:
-    return (0, value) if isinstance(value, (int, float)) else (1, str(value))
+def _sort_key(value: Any, order: list[Any]) -> tuple[int, Any]:
+    """Numbers in order; other values (``hints`` levels, workload names) as the spec lists
+    them on their axis, which is the order its author meant."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, value)
+    for index, listed in enumerate(order):
+        if listed == value or str(listed) == str(value):
+            return (1, index)
+    return (2, str(value))
+
+
+def _write_csv(ok: pd.DataFrame, tables: list[MetricTable], target: Path) -> None:
+    """Every run's row (``results.csv``) and each metric's table (``METRIC.csv``: the x value,
+    then per series its mean, standard deviation and number of seeds)."""
+    ok.to_csv(target / "results.csv", index=False)
+    for table in tables:
+        records = []
+        for x_value, cells in table.rows:
+            record: dict[str, Any] = {table.x: x_value}
+            for label in table.series:
+                mean, std, count = cells.get(label, (math.nan, math.nan, 0))
+                record[f"{label} mean"] = mean
+                record[f"{label} std"] = std
+                record[f"{label} n"] = count
+            records.append(record)
+        name = table.metric.replace("/", "_")
+        pd.DataFrame.from_records(records).to_csv(target / f"{name}.csv", index=False)
 
 
 def _plot(
@@ -267,9 +315,13 @@ def _change(first: tuple[float, float, int] | None, second: tuple[float, float, 
 def headline(report: Report) -> str:
     """Every metric of a report side by side in one markdown table (what ``reproduce``
     prints): a row per x value; per metric, a column per series and, with two series, the
-    change from the first to the second."""
+    change from the first to the second. With more than one series axis, the first one's
+    values make the columns and the others join x in the rows (``0.07, T2``), so the table
+    stays as wide as the metrics times the first axis's values."""
     if not report.tables:
         return ""
+    if len(report.tables[0].series_keys) > 1:
+        return _headline_split(report)
     first = report.tables[0]
     header = [first.x]
     for table in report.tables:
@@ -286,4 +338,33 @@ def headline(report: Report) -> str:
             if len(table.series) == 2:
                 row.append(_change(*(cells.get(s) for s in table.series)))
         lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def _headline_split(report: Report) -> str:
+    first = report.tables[0]
+    column_values = list(dict.fromkeys(v[0] for v in first.series_values))
+    row_values = list(dict.fromkeys(v[1:] for v in first.series_values))
+    key = first.series_keys[0]
+    header = [", ".join([first.x, *first.series_keys[1:]])]
+    for table in report.tables:
+        header += [f"{table.label}: {key}={_fmt_value(c)}" for c in column_values]
+        if len(column_values) == 2:
+            header.append("change")
+    lines = ["| " + " | ".join(header) + " |"]
+    lines.append("|" + "|".join(["---", *["---:"] * (len(header) - 1)]) + "|")
+    for rest in row_values:
+        for index, (x_value, _) in enumerate(first.rows):
+            row = [", ".join(_fmt_value(v) for v in (x_value, *rest))]
+            for table in report.tables:
+                labels = {
+                    values: label
+                    for label, values in zip(table.series, table.series_values, strict=True)
+                }
+                cells = table.rows[index][1]
+                picked = [cells.get(labels.get((c, *rest), "")) for c in column_values]
+                row += [_cell(cell) for cell in picked]
+                if len(column_values) == 2:
+                    row.append(_change(*picked))
+            lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

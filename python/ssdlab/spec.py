@@ -95,6 +95,7 @@ _TOP_KEYS = {
     "report",
     "scales",
     "default_scale",
+    "companions",
 }
 _REPORT_KEYS = {"x", "series", "metrics", "title"}
 _TRACE_KEYS = {"trace", "format", "queue_depth", "time_scale", "closed_loop"}
@@ -173,6 +174,9 @@ class Spec:
     #: output directory belongs to one spec digest.
     digest: str
     text: str
+    #: Studies that ``ssdlab reproduce`` runs with this one (e.g. an ablation on its own grid),
+    #: each into a subdirectory of the output directory named after it.
+    companions: list[str] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
 
     @property
@@ -335,6 +339,13 @@ def _build(
             top, "name", f"name: expected letters, digits, '_', '.', '-', got {name!r}"
         )
     description = str(raw.get("description", ""))
+    companions = raw.get("companions", [])
+    if not isinstance(companions, list) or not all(
+        isinstance(c, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", c) for c in companions
+    ):
+        raise lines.error(
+            top, "companions", "companions: expected a list of study names (specs beside this one)"
+        )
     config = raw.get("config")
     if not isinstance(config, str):
         raise lines.error(top, "config", "config: expected a preset name or a TOML file's path")
@@ -395,7 +406,7 @@ def _build(
                 f"report: unknown key {key!r}; expected one of {', '.join(sorted(_REPORT_KEYS))}",
             )
 
-    identity = {k: v for k, v in raw.items() if k not in ("report", "description")}
+    identity = {k: v for k, v in raw.items() if k not in ("report", "description", "companions")}
     identity["config"] = config_text  # the configuration's content, not its file name
     identity["workloads"] = {n: w.digest for n, w in workloads.items()}
     digest = _sha256(identity)
@@ -415,6 +426,7 @@ def _build(
         report=report,
         digest=digest,
         text=text,
+        companions=companions,
     )
     spec.runs.extend(_expand(spec, lines, prefix))
     return spec
