@@ -397,9 +397,9 @@ def _read_tail_sentences(base: RunResult, hinted: RunResult, control: RunResult)
         f"Read tails are set by the dies: {suspended / reads:.0%} of reads found their die "
         f"programming or erasing and suspended it ({suspended:,} suspensions for {reads:,} "
         f"reads), paying that on top of their own sensing and transfer (p50 {p50:.0f} µs), and "
-        f"the p99 adds one wait behind a flash read the die cannot suspend: "
-        f"{'mostly ' if gc_a > reads else ''}a GC page read ({gc_a / reads:.1f} per host read "
-        f"without hints) or another host read (waiting for the die, p99 {wait_a:.0f} µs)."
+        f"the p99 adds one wait behind an operation the die cannot suspend: a GC page read "
+        f"({gc_a / reads:.1f} of them per host read without hints), another host read or a "
+        f"page's transfer (waiting for the die, p99 {wait_a:.0f} µs)."
     )
     gc_change = _gc_reads_change(gc_a, gc_b)
     p99_change = f"read p99 {p99_a:.0f} → {p99_b:.0f} µs ({_pct(p99_a, p99_b)})"
