@@ -714,6 +714,9 @@ def test_cursor_surface(device: ssdlab.Device):
     assert cur.fetchmany() == [(2, "b"), (3, "c")]
     assert cur.fetchall() == [(4, "d")]
     assert cur.fetchone() is None
+    cur.execute("SELECT k, v FROM t LIMIT 0")  # no rows: the columns are still described
+    assert [d[0] for d in cur.description] == ["k", "v"]
+    assert cur.fetchall() == []
     cur.execute("UPDATE t SET v = v || '!' WHERE k > 2")
     assert cur.rowcount == 2
     con.rollback()
@@ -749,3 +752,26 @@ def test_counters_cover_every_io(device: ssdlab.Device):
     assert stats["io_calls"] >= stats["syncs"]
     assert stats["vfs_ns_per_io"] > 0
     con.close()
+
+
+# -- the OLTP workloads on the device ---------------------------------------------------------
+
+
+def test_oltp_workloads_run_on_the_device_and_stay_consistent():
+    from ssdlab import oltp
+    from ssdlab.oltp import tpcc
+
+    dev = tiny_device()
+    con = sq.connect(dev, "tpcc.db", cpu="zero")
+    wl = oltp.load("tpcc", con, seed=1, warehouses=1, population=0.005)
+    result = oltp.run(wl, con, clock=con.clock_ns, seed=2, transactions=60)
+    assert result.committed > 0
+    assert tpcc.check_consistency(con) == []
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    con.close()
+    sb = sq.connect(dev, "sb.db", cpu="zero")
+    wl = oltp.load("sysbench", sb, seed=1, tables=1, table_size=200)
+    result = oltp.run(wl, sb, clock=sb.clock_ns, seed=2, transactions=40)
+    assert (result.committed, result.aborted) == (40, 0)
+    assert oltp.content_digest(sb, ["sbtest1"])
+    sb.close()

@@ -303,6 +303,10 @@ class Cursor:
         self.connection = connection
         self.arraysize = 1
         self._raw = connection._raw.cursor()
+        # The columns of each statement as it starts: APSW has no description once a statement
+        # finished at its first step (a SELECT with no rows), the standard library does.
+        self._columns: tuple[tuple[str, Any], ...] = ()
+        self._raw.exec_trace = self._capture_columns
         self._rows: Iterator[Any] | None = None
         self._description: tuple[tuple[Any, ...], ...] | None = None
         self.rowcount = -1
@@ -325,6 +329,7 @@ class Cursor:
         def run() -> None:
             connection._begin_if_needed(sql)
             before = raw.total_changes()
+            self._columns = ()
             self._rows = iter(self._raw.execute(sql, parameters))
             self._set_description()
             self._after(raw, before, dml=bool(_DML.match(sql)))
@@ -351,14 +356,13 @@ class Cursor:
         connection._call(run)
         return self
 
+    def _capture_columns(self, cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+        self._columns = cursor.get_description()
+        return True
+
     def _set_description(self) -> None:
-        try:
-            columns = self._raw.get_description()
-        except apsw.ExecutionCompleteError:
-            self._description = None
-            return
         self._description = (
-            tuple((name, None, None, None, None, None, None) for name, _ in columns) or None
+            tuple((name, None, None, None, None, None, None) for name, _ in self._columns) or None
         )
 
     def _after(self, raw: apsw.Connection, before: int, *, dml: bool) -> None:
