@@ -118,6 +118,17 @@ def test_rollback_journal_mode_lets_connections_share_a_database(device: ssdlab.
     b.close()
 
 
+@pytest.mark.parametrize(
+    ("option", "value"), [("extent_bytes", 64 << 10), ("crash_tracking", True),
+                          ("sea_recent_checkpoints", 5)]
+)  # fmt: skip
+def test_connections_on_one_device_must_agree_on_its_layout(device, option: str, value: Any):
+    first = sq.connect(device, "a.db", cpu="zero")
+    with pytest.raises(ValueError, match=option):
+        sq.connect(device, "b.db", cpu="zero", **{option: value})
+    first.close()
+
+
 def test_a_device_without_stored_data_is_refused():
     with pytest.raises(ValueError, match="store_data"):
         sq.connect(ssdlab.Device(PRESET, overrides=list(TINY_OVERRIDES)), "x.db")
@@ -247,7 +258,7 @@ def test_freed_pages_wait_for_the_rollback_journal_commit_point(device: ssdlab.D
     free = con.execute("PRAGMA freelist_count").fetchone()[0]
     assert free > 90
     assert store.counters().trim_bytes - before >= (free - 2) * 4096
-    assert store.files["/rj.db"].pending_leaf_trims == []
+    assert store.files["/rj.db"].pending_leaf_trims == set()
     assert "/rj.db-journal" not in store.files
     assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     con.close()
@@ -578,12 +589,18 @@ def test_freelist_tracker_stops_at_a_trunk_it_never_saw():
 CRASH_OPTIONS: dict[str, Any] = {"cpu": "zero", "crash_tracking": True}
 
 
-def crash_setup(seed: int, name: str, columns: str, wal_limit_bytes: int) -> tuple[Any, ...]:
-    """A seeded generator, a device and a connection to a new table ``t (columns)``."""
-    print(f"crash test seed {seed}")
+def crash_setup(
+    seed: int, name: str, columns: str, wal_limit_bytes: int, **extra: Any
+) -> tuple[Any, ...]:
+    """A seeded generator, a device and a connection to a new table ``t (columns)``;
+    ``auto_vacuum`` in ``extra`` is set before the table is created."""
+    print(f"crash test seed {seed}, {extra}")
     dev = tiny_device()
-    options = {**CRASH_OPTIONS, "wal_limit_bytes": wal_limit_bytes}
+    auto_vacuum = extra.pop("auto_vacuum", None)
+    options = {**CRASH_OPTIONS, "wal_limit_bytes": wal_limit_bytes, **extra}
     con = sq.connect(dev, name, **options)
+    if auto_vacuum:
+        con.execute(f"PRAGMA auto_vacuum = {auto_vacuum}").fetchall()
     con.execute(f"CREATE TABLE t ({columns})")
     con.commit()
     return random.Random(seed), dev, con, options
@@ -624,16 +641,25 @@ def test_a_crash_at_a_random_point_keeps_every_committed_transaction(seed: int):
     after.close()
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_a_power_cut_at_a_random_write_keeps_every_committed_transaction(seed: int):
+@pytest.mark.parametrize(
+    "mode",
+    [{}, {"journal_mode": "delete"}, {"auto_vacuum": "FULL"},
+     {"journal_mode": "truncate", "auto_vacuum": "FULL"}],
+    ids=["wal", "delete", "wal-autovacuum", "truncate-autovacuum"],
+)  # fmt: skip
+@pytest.mark.parametrize("seed", range(6))
+def test_a_power_cut_at_a_random_write_keeps_every_committed_transaction(
+    seed: int, mode: dict[str, str]
+):
     """The crash strikes at the N-th device write of any SQLite call: mid-commit,
-    mid-checkpoint, mid-WAL-restart. A transaction whose commit returned must survive; the one
-    being committed when the power went may or may not."""
+    mid-checkpoint, mid-WAL-restart, while pages are freed and trimmed or the file shrinks. A
+    transaction whose commit returned must survive; the one being committed when the power went
+    may or may not."""
     columns = "k INTEGER PRIMARY KEY, v INTEGER, pad BLOB"
-    rng, dev, con, options = crash_setup(seed, "cut.db", columns, 64 << 10)
+    rng, dev, con, options = crash_setup(seed, "cut.db", columns, 64 << 10, **mode)
     store = _STORES[dev]
     write = store.write
-    countdown = [rng.randrange(1, 400)]
+    countdown = [rng.randrange(1, 1500)]
 
     def write_until_the_power_cut(stored: Any, data: bytes, offset: int) -> None:
         countdown[0] -= 1
@@ -650,9 +676,14 @@ def test_a_power_cut_at_a_random_write_keeps_every_committed_transaction(seed: i
             changes = {rng.randrange(300): txn for _ in range(rng.randrange(1, 10))}
             for key, value in changes.items():
                 con.execute(
-                    "INSERT OR REPLACE INTO t VALUES (?, ?, zeroblob(?))", (key, value, 200 + key)
+                    "INSERT OR REPLACE INTO t VALUES (?, ?, zeroblob(?))",
+                    (key, value, 200 + 3 * key),
                 )
             in_doubt = {**committed, **changes}
+            if rng.random() < 0.15:  # free pages: trims, and with auto_vacuum a shorter file
+                low = rng.randrange(300)
+                con.execute("DELETE FROM t WHERE k BETWEEN ? AND ?", (low, low + 60))
+                in_doubt = {k: v for k, v in in_doubt.items() if not low <= k <= low + 60}
             con.commit()
             committed = in_doubt
     except sq.OperationalError:

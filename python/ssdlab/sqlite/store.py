@@ -151,7 +151,7 @@ class StoredFile:
         self.exclusive: object | None = None
         # Main database files: the freelist and the leaves waiting for the journal's commit.
         self.freelist = FreelistTracker() if role == ROLE_MAIN else None
-        self.pending_leaf_trims: list[int] = []
+        self.pending_leaf_trims: set[int] = set()
         # WAL files: page size from the WAL header (0 until seen).
         self.wal_page_size = 0
         # Crash bookkeeping: size at the last sync, and (offset, old bytes) of later writes.
@@ -404,6 +404,12 @@ class DeviceStore:
         if new_size < stored.size:
             if stored.mirror is not None:
                 del stored.mirror[new_size:]
+                # What a crash would restore past the new end is gone with it.
+                stored.undo = [
+                    (offset, old[: new_size - offset])
+                    for offset, old in stored.undo
+                    if offset < new_size
+                ]
             if stored.freelist is not None and stored.freelist.page_size:
                 page_size = stored.freelist.page_size
                 stored.freelist.forget_pages_from(-(-new_size // page_size) + 1)
@@ -579,14 +585,14 @@ class DeviceStore:
         else:
             # With a rollback journal the commit point comes later (the journal's deletion or
             # truncation); until then a rollback may need the old content of these pages.
-            stored.pending_leaf_trims.extend(newly_free)
+            stored.pending_leaf_trims.update(newly_free)
 
     def _journal_committed(self, journal_name: str) -> None:
         main = self.files.get(journal_name[: -len("-journal")])
         if main is not None and main.pending_leaf_trims:
             free = main.freelist.free_leaves if main.freelist is not None else set()
-            pages = [page for page in main.pending_leaf_trims if page in free]
-            main.pending_leaf_trims = []
+            pages = sorted(main.pending_leaf_trims & free)
+            main.pending_leaf_trims = set()
             self._trim_pages(main, pages)
 
     def _trim_pages(self, stored: StoredFile, pages: list[int]) -> None:
@@ -668,17 +674,22 @@ _STORES_LOCK = threading.Lock()
 
 def store_for(device: Any, **options: Any) -> DeviceStore:
     """The one store of ``device`` (built on first use with ``options``; later calls must not
-    ask for a different ``extent_bytes`` or ``crash_tracking``)."""
+    ask for a different ``extent_bytes``, ``crash_tracking`` or ``sea_recent_checkpoints``)."""
     with _STORES_LOCK:
         store = _STORES.get(device)
         if store is None:
             store = DeviceStore(device, **options)
             _STORES[device] = store
             return store
-    for key in ("extent_bytes", "crash_tracking"):
-        if key in options and options[key] != getattr(store, key):
+    current = {
+        "extent_bytes": store.extent_bytes,
+        "crash_tracking": store.crash_tracking,
+        "sea_recent_checkpoints": store.hinter.recent_checkpoints,
+    }
+    for key, value in current.items():
+        if key in options and options[key] != value:
             raise ValueError(
-                f"{key}: the device's SQLite files already use {key}={getattr(store, key)!r}; "
+                f"{key}: the device's SQLite files already use {key}={value!r}; "
                 f"every connection on one device must agree (got {options[key]!r})"
             )
     return store
