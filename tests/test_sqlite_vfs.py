@@ -806,3 +806,51 @@ def test_oltp_workloads_run_on_the_device_and_stay_consistent():
     assert (result.committed, result.aborted) == (40, 0)
     assert oltp.content_digest(sb, ["sbtest1"])
     sb.close()
+
+
+# -- against the device's SEA-SSD side and its untimed reads (once the core has them) ---------
+
+needs_sea = pytest.mark.skipif(
+    not hasattr(ssdlab.Device, "sea_predict"), reason="Device.sea_predict is not built yet"
+)
+needs_peek = pytest.mark.skipif(
+    not hasattr(ssdlab.Device, "peek"), reason="Device.peek is not built yet"
+)
+
+
+@needs_sea
+def test_hints_reach_a_sea_device():
+    dev = ssdlab.Device("seassd", overrides=list(TINY_OVERRIDES), store_data=True)
+    con = sq.connect(dev, "sea.db", cpu="zero", wal_limit_bytes=256 << 10, cache_bytes=512 << 10)
+    con.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
+    for round_ in range(20):
+        con.executemany(
+            "INSERT OR REPLACE INTO t VALUES (?, zeroblob(300))",
+            [(k,) for k in range(round_ * 7, round_ * 7 + 150)],
+        )
+        con.commit()
+    hints = con.stats()["hints"]
+    sea = dev.stats()["sea"]
+    assert sea["settings"]["received"] == 1
+    assert (sea["settings"]["wal_bytes"], sea["settings"]["cache_bytes"]) == (256 << 10, 512 << 10)
+    assert hints["predictions"] > 0
+    assert sea["predictions"]["received_units"] == hints["predictions"]  # one 4 KiB unit each
+    assert hints["dyn"] > 0
+    assert hints["stat"] > 0
+    con.close()
+
+
+@needs_peek
+def test_the_device_holds_exactly_what_the_vfs_wrote():
+    dev = tiny_device()
+    con = sq.connect(dev, "peek.db", cpu="zero", crash_tracking=True, wal_limit_bytes=64 << 10)
+    run_script(con.execute)
+    con.commit()
+    store = _STORES[dev]
+    reads = store.counters().reads
+    for stored in store.files.values():
+        extent = store.extent_bytes
+        content = b"".join(dev.peek(e * extent, extent) for e in stored.extents)[: stored.size]
+        assert content == bytes(stored.mirror), stored.name
+    assert store.counters().reads == reads  # untimed, uncounted
+    con.close()
