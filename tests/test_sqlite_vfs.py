@@ -526,6 +526,21 @@ def test_hints_through_the_vfs_classify_predict_and_configure():
     con.close()
 
 
+def test_a_commit_reaches_the_wal_as_one_write_then_a_flush():
+    dev = recording_device(ssdlab.Device)
+    con = sq.connect(dev, "log.db", cpu="zero")
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    requests = dev._handle.requests
+    requests.clear()
+    con.executemany("INSERT INTO t VALUES (zeroblob(3000))", [()] * 10)  # ~10 frames
+    con.commit()
+    ops = [r[0] for r in requests]
+    assert ops == ["write", "flush"]
+    assert requests[0][2] > 10 * 4096  # frame headers and pages in one request
+    con.close()
+
+
 def test_without_hints_nothing_is_sent():
     dev = recording_device()
     con = sq.connect(dev, "n.db", cpu="zero", hints=False)

@@ -17,17 +17,19 @@ SQLite is APSW's copy (the standard library's ``sqlite3`` here cannot load exten
 VFS registered in one SQLite copy is invisible to another), driven through a Python VFS
 (:mod:`ssdlab.sqlite.vfs`) that turns each file access into device requests.
 
-**Layout on the device.** The device's logical space is cut into extents (``extent_bytes``,
-1 MiB by default) shared by all files of all databases on that device and handed out on demand,
+**Layout on the device.** The device's logical space is cut into extents (``extent_bytes``, 1
+MiB by default) shared by all files of all databases on that device and handed out on demand,
 lowest free extent first. A file is a list of extents plus a size: file byte ``x`` lives at
 device byte ``extents[x // extent_bytes] * extent_bytes + x % extent_bytes``. Reads and writes
-are split at extent boundaries into device requests; reading unwritten space returns zeros, and a
-read past the end of the file returns what there is, zero-filled, as SQLITE_IOERR_SHORT_READ
-(which SQLite expects). Truncating or deleting a file trims the freed 4 KiB units and returns
-whole extents to the free list. When no extent is free a write fails with SQLITE_FULL. A read the
-device reports ``uncorrectable`` fails with SQLITE_IOERR_READ; other pages read normally. Files
-are named ``/<name>``, ``/<name>-wal``, ``/<name>-journal``; SQLite's temporary files and
-statement journals are on the device too, deleted when closed. ``xSync`` is a device flush.
+are split at extent boundaries into device requests (a log's contiguous writes, e.g. a WAL
+frame's header and page, are gathered into one request until the log is synced or read); reading
+unwritten space returns zeros, and a read past the end of the file returns what there is, zero-
+filled, as SQLITE_IOERR_SHORT_READ (which SQLite expects). Truncating or deleting a file trims
+the freed 4 KiB units and returns whole extents to the free list. When no extent is free a write
+fails with SQLITE_FULL. A read the device reports ``uncorrectable`` fails with
+SQLITE_IOERR_READ; other pages read normally. Files are named ``/<name>``, ``/<name>-wal``,
+``/<name>-journal``; SQLite's temporary files and statement journals are on the device too,
+deleted when closed. ``xSync`` is a device flush.
 
 **Time.** SQLite's I/O is synchronous, so requests go one at a time at the device clock. Before
 each I/O the host's CPU time since the previous one returned is added: ``cpu="wall"`` advances
