@@ -17,8 +17,8 @@ SQLite is APSW's copy (the standard library's ``sqlite3`` here cannot load exten
 VFS registered in one SQLite copy is invisible to another), driven through a Python VFS
 (:mod:`ssdlab.sqlite.vfs`) that turns each file access into device requests.
 
-**Layout on the device.** The device's logical space is cut into extents (``extent_bytes``, 1
-MiB by default) shared by all files of all databases on that device and handed out on demand,
+**Layout on the device.** The device's logical space is cut into extents (``extent_bytes``,
+1 MiB by default) shared by all files of all databases on that device and handed out on demand,
 lowest free extent first. A file is a list of extents plus a size: file byte ``x`` lives at
 device byte ``extents[x // extent_bytes] * extent_bytes + x % extent_bytes``. Reads and writes
 are split at extent boundaries into device requests (a log's contiguous writes, e.g. a WAL
