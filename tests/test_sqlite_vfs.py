@@ -526,6 +526,37 @@ def test_hints_through_the_vfs_classify_predict_and_configure():
     con.close()
 
 
+@pytest.mark.parametrize(
+    ("hints", "classified", "predicted", "settings"),
+    [
+        ("classify", True, False, False),
+        ("classify+predict", True, True, False),
+        ({"predict", "settings"}, False, True, True),
+        ("all", True, True, True),
+        ("none", False, False, False),
+    ],
+)
+def test_hint_kinds_can_be_sent_alone_for_an_ablation(
+    hints: Any, classified: bool, predicted: bool, settings: bool
+):
+    dev = recording_device()
+    con = sq.connect(dev, "ab.db", cpu="zero", hints=hints)
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (?)", [("a" * 300,)] * 100)
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    sent = {r[3]["sea_class"] for r in dev._handle.requests if r[3]}
+    assert bool(sent) is classified
+    assert any(c[0] == "predict" for c in dev.sea_calls) is predicted
+    assert any(c[0] == "settings" for c in dev.sea_calls) is settings
+    con.close()
+
+
+def test_unknown_hint_kinds_are_refused(device: ssdlab.Device):
+    with pytest.raises(ValueError, match="hints"):
+        sq.connect(device, "x.db", hints="classify+guess")
+
+
 def test_a_commit_reaches_the_wal_as_one_write_then_a_flush():
     dev = recording_device(ssdlab.Device)
     con = sq.connect(dev, "log.db", cpu="zero")

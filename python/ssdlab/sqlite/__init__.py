@@ -95,6 +95,35 @@ DEFAULT_CACHE_BYTES = 2 << 20
 DEFAULT_WAL_LIMIT_BYTES = 4 << 20
 
 _JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
+
+#: The kinds of SEA-SSD hint a connection may send (``hints=``), for ablations.
+HINT_KINDS = ("classify", "predict", "settings")
+
+
+def parse_hints(hints: Any) -> frozenset[str]:
+    """``hints=`` as the set of kinds sent: True or ``"all"`` is every kind, False, None or
+    ``"none"`` none, else a ``"+"``-separated string or an iterable of :data:`HINT_KINDS`
+    (``"classify+predict"``)."""
+    if hints is True or hints == "all":
+        return frozenset(HINT_KINDS)
+    if hints is False or hints is None or hints == "none":
+        return frozenset()
+    if isinstance(hints, str):
+        kinds = hints.split("+")
+    else:
+        try:
+            kinds = list(hints)
+        except TypeError:
+            kinds = [hints]
+    unknown = [kind for kind in kinds if kind not in HINT_KINDS]
+    if unknown:
+        raise ValueError(
+            "hints: expected True, False, 'all', 'none' or a '+'-separated list of "
+            f"{', '.join(HINT_KINDS)}; got {hints!r}"
+        )
+    return frozenset(kinds)
+
+
 _SYNCHRONOUS = ("full", "normal", "off")
 
 
@@ -108,7 +137,7 @@ def connect(
     device: Any,
     name: str,
     *,
-    hints: bool = True,
+    hints: Any = True,
     cpu: str = "wall",
     cpu_factor: float = 1.0,
     page_size: int = 4096,
@@ -128,7 +157,9 @@ def connect(
         device: an :class:`ssdlab.Device` built with ``store_data=True``, or a preset name
             (a device is then built with ``seed``, ``overrides`` and ``store_data=True``).
         name: the database's file name on the device (``"bench.db"``).
-        hints: send SEA-SSD hints (classification, prediction, settings); False sends none.
+        hints: which SEA-SSD hints to send: True (all: classification, prediction, settings),
+            False (none), or some of them for an ablation, as ``"classify+predict"`` or
+            ``{"classify", "predict"}`` (see :data:`HINT_KINDS`).
         cpu: host CPU-time model between I/Os: ``"wall"`` or ``"zero"``.
         cpu_factor: scale of the wall time under ``cpu="wall"``.
         page_size: SQLite page size of a new database (a power of two, 512 .. 65536).
@@ -168,7 +199,13 @@ def connect(
         raise ValueError(
             f"synchronous: expected one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}"
         )
-    host = Host(cpu=cpu, cpu_factor=cpu_factor, hints=bool(hints))
+    kinds = parse_hints(hints)
+    host = Host(
+        cpu=cpu,
+        cpu_factor=cpu_factor,
+        hints="classify" in kinds,
+        predict="predict" in kinds,
+    )
     store = store_for(
         device,
         extent_bytes=extent_bytes,
@@ -225,7 +262,7 @@ def connect(
         raise
     connection._wal_name = path + "-wal"
     connection._wal_limit_bytes = wal_limit_bytes
-    if hints:
+    if "settings" in kinds:
         store.hinter.settings(wal_bytes=wal_limit_bytes, cache_bytes=cache_bytes)
     return connection
 
@@ -244,6 +281,7 @@ def crash(device: Any) -> None:
 
 
 __all__ = [
+    "HINT_KINDS",
     "Connection",
     "Cursor",
     "DataError",
@@ -260,5 +298,6 @@ __all__ = [
     "connect",
     "crash",
     "paramstyle",
+    "parse_hints",
     "threadsafety",
 ]

@@ -97,9 +97,18 @@ class IoCounters:
 class Host:
     """One connection's host: its CPU-time model, whether it sends hints, and its counters."""
 
-    __slots__ = ("counters", "cpu_factor", "cpu_wall", "generation", "hints", "last_wall_ns")
+    __slots__ = (
+        "counters", "cpu_factor", "cpu_wall", "generation", "hints", "last_wall_ns", "predict",
+    )  # fmt: skip
 
-    def __init__(self, *, cpu: str = "zero", cpu_factor: float = 1.0, hints: bool = False):
+    def __init__(
+        self,
+        *,
+        cpu: str = "zero",
+        cpu_factor: float = 1.0,
+        hints: bool = False,
+        predict: bool | None = None,
+    ):
         if cpu not in ("wall", "zero"):
             raise ValueError(f"cpu: expected 'wall' or 'zero', got {cpu!r}")
         if isinstance(cpu_factor, bool) or not isinstance(cpu_factor, (int, float)):
@@ -108,7 +117,9 @@ class Host:
             raise ValueError(f"cpu_factor: expected a finite number >= 0, got {cpu_factor!r}")
         self.cpu_wall = cpu == "wall" and cpu_factor > 0
         self.cpu_factor = float(cpu_factor)
+        #: Classification hints on writes; prediction hints for WAL frames (default: with them).
         self.hints = hints
+        self.predict = hints if predict is None else predict
         self.counters = IoCounters()
         self.last_wall_ns = perf_counter_ns()
         #: The store's crash generation when the connection opened (set by the store).
@@ -591,7 +602,7 @@ class DeviceStore:
                 self._trim_file_range(stored, TRIM_ALIGN, stored.size)
             return
         page_size = stored.wal_page_size
-        if not (host.hints and page_size and self.hinter.can_predict):
+        if not (host.predict and page_size and self.hinter.can_predict):
             return
         frame = WAL_FRAME_HEADER_BYTES + page_size
         if len(data) >= WAL_FRAME_HEADER_BYTES and (offset - WAL_HEADER_BYTES) % frame == 0:
