@@ -280,6 +280,102 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_sweep_commands(commands: Any) -> None:
+    db = commands.add_parser(
+        "db",
+        help="OLTP on SQLite whose files live on a simulated device (TPC-C, sysbench)",
+        description="Database workloads on the simulated SSD: `ssdlab db run WORKLOAD` loads "
+        "the workload's database through SQLite onto the device, runs its transactions in "
+        "simulated time and prints transactions per second, latencies and device statistics.",
+    )
+    db_commands = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    db_run = db_commands.add_parser(
+        "run",
+        help="load and run TPC-C or sysbench oltp_read_write on a device",
+        description="Load WORKLOAD's database onto the device --on (after preconditioning it, "
+        "unless --no-precondition), reopen it with the page cache and WAL limit given, run "
+        "--warmup then --transactions transactions, check integrity, and report.",
+    )
+    db_run.add_argument("workload", metavar="WORKLOAD", help="tpcc or sysbench")
+    db_run.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        metavar="N",
+        help="TPC-C warehouses, or sysbench rows per table (default 1 warehouse; "
+        "sysbench needs a larger N)",
+    )
+    db_run.add_argument(
+        "--population",
+        type=float,
+        metavar="F",
+        help="TPC-C: scale items, customers and orders per warehouse by F (default 1.0)",
+    )
+    db_run.add_argument(
+        "--tables", type=int, metavar="N", help="sysbench: number of tables (default 1)"
+    )
+    db_run.add_argument(
+        "--on",
+        dest="config",
+        default="seassd",
+        metavar="CONFIG",
+        help="device preset or TOML file (default seassd)",
+    )
+    db_run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a configuration key (repeatable)",
+    )
+    db_run.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
+    db_run.add_argument(
+        "--transactions",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="measured transactions (default 1000)",
+    )
+    db_run.add_argument(
+        "--warmup", type=int, default=0, metavar="N", help="unmeasured transactions first"
+    )
+    db_run.add_argument(
+        "--cache-fraction",
+        type=float,
+        default=0.1,
+        metavar="F",
+        help="SQLite's page cache as a fraction of the loaded database (default 0.1)",
+    )
+    db_run.add_argument(
+        "--wal-per-cache",
+        type=float,
+        default=1 / 64,
+        metavar="F",
+        help="WAL limit as a fraction of the cache (default 1/64, the paper's redo log)",
+    )
+    db_run.add_argument(
+        "--hints",
+        default="all",
+        metavar="KINDS",
+        help="SEA-SSD hints to send: all (default), none, or a '+'-list of classify, "
+        "predict, settings",
+    )
+    db_run.add_argument(
+        "--cpu",
+        choices=("zero", "wall"),
+        default="zero",
+        help="host CPU time between I/Os: none (default) or measured wall time",
+    )
+    db_run.add_argument(
+        "--no-precondition",
+        dest="precondition",
+        action="store_false",
+        help="start from an empty device rather than a full one",
+    )
+    db_run.add_argument("--output-format", choices=("normal", "json"), default="normal")
+    db_run.add_argument("--quiet", action="store_true", help="no progress message")
+    db_run.set_defaults(func=_cmd_db_run)
+
     sweep = commands.add_parser(
         "sweep",
         help="run a grid of simulations (a sweep spec) on Dask; results in a Parquet store",
@@ -750,6 +846,62 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     render(result, console=console)
     if not args.quiet:
         _err_console().print(f"[dim]({result.wall_seconds:.1f} s wall time)[/]")
+    return EXIT_OK
+
+
+def _cmd_db_run(args: argparse.Namespace) -> int:
+    from ssdlab.config import parse_overrides
+    from ssdlab.db import OltpSettings, parse_hints, run_oltp
+    from ssdlab.device import Device
+
+    _check_seed(args.seed)
+    if args.workload not in ("tpcc", "sysbench"):
+        raise UsageError(f"WORKLOAD: expected tpcc or sysbench, got {args.workload!r}")
+    if args.scale < 1:
+        raise UsageError(f"--scale must be at least 1, got {args.scale}")
+    params: dict[str, Any] = {"scale": args.scale}
+    if args.workload == "tpcc":
+        if args.tables is not None:
+            raise UsageError("--tables applies to sysbench only")
+        if args.population is not None:
+            params["population"] = args.population
+    else:
+        if args.population is not None:
+            raise UsageError("--population applies to tpcc only")
+        if args.tables is not None:
+            params["tables"] = args.tables
+    try:
+        settings = OltpSettings(
+            workload=args.workload,
+            params=params,
+            cache_fraction=args.cache_fraction,
+            wal_per_cache=args.wal_per_cache,
+            transactions=args.transactions,
+            warmup_transactions=args.warmup,
+            hints=parse_hints(args.hints),
+            cpu=args.cpu,
+            precondition=args.precondition,
+        )
+    except ValueError as err:
+        raise UsageError(str(err).replace("transactions:", "--transactions:")) from None
+    overrides = parse_overrides(args.overrides)
+    if settings.hints:
+        overrides = [o for o in overrides if o[0] != "placement.honor_hints"]
+    else:
+        overrides.append(("placement.honor_hints", "false"))
+    device = Device(args.config, seed=args.seed, overrides=overrides, store_data=True)
+    if not args.quiet:
+        _err_console().print(
+            f"Loading {args.workload} onto {device.source_name}"
+            f"{' (preconditioned)' if settings.precondition else ''} ..."
+        )
+    result = run_oltp(device, settings, seed=args.seed)
+    if args.output_format == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        from ssdlab.db import render
+
+        render(result, device.source_name)
     return EXIT_OK
 
 

@@ -37,17 +37,18 @@ def execute(task: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _simulate(task: dict[str, Any]) -> RunResult:
+def _simulate(task: dict[str, Any]) -> RunResult | DatabaseRun:
+    workload = task["workload"]
+    kind = workload["kind"]
     device = Device.from_toml(
         task["config_text"],
         task["config_source"],
         seed=task["seed"],
         overrides=task["overrides"],
+        store_data=kind in ("tpcc", "sysbench"),  # the database's pages must read back
     )
     if task["precondition_passes"] is not None:
         device.precondition(task["precondition_passes"])
-    workload = task["workload"]
-    kind = workload["kind"]
     if kind == "job":
         # The job file's text travels with the task; the core reads it from a file.
         with tempfile.TemporaryDirectory(prefix="ssdlab-job-") as tmp:
@@ -65,8 +66,52 @@ def _simulate(task: dict[str, Any]) -> RunResult:
             progress=False,
         )
     if kind == "hotcold":
-        return _hotcold(device, workload, seed=task["seed"], hints=task["hints"])
+        from ssdlab.db import parse_hints
+
+        hints = bool(parse_hints(task["hints"]))  # true/false, or "none"/"all"/a list
+        return _hotcold(device, workload, seed=task["seed"], hints=hints)
+    if kind in ("tpcc", "sysbench"):
+        return _database(device, workload, seed=task["seed"], hints=task["hints"])
     raise ValueError(f"unknown workload kind {kind!r}")
+
+
+class DatabaseRun:
+    """A database workload's result in the shape the store takes: ``ssd`` and ``oltp``
+    sections (no fio jobs: transactions are the unit, see :mod:`ssdlab.db`)."""
+
+    def __init__(self, raw: dict[str, Any], seed: int) -> None:
+        self.raw = raw
+        self.seed = seed
+
+    def to_dict(self) -> dict[str, Any]:
+        ssd = dict(self.raw["ssd"])
+        return {
+            "jobs": [],
+            "oltp": self.raw["oltp"],
+            "sqlite": self.raw["sqlite"],
+            "ssd": ssd,
+            "seed": self.seed,
+            "config_hash": ssd.get("config_hash"),
+        }
+
+
+def _database(device: Device, params: dict[str, Any], *, seed: int, hints: Any) -> DatabaseRun:
+    """TPC-C or sysbench on SQLite on the device (the runner has preconditioned it)."""
+    from ssdlab.db import OltpSettings, parse_hints, run_oltp
+
+    names = {"tpcc": ("warehouses", "population"), "sysbench": ("tables", "table_size")}
+    kind = params["builtin"]
+    settings = OltpSettings(
+        workload=kind,
+        params={k: params[k] for k in names[kind]},
+        cache_fraction=float(params["cache_fraction"]),
+        wal_per_cache=float(params["wal_per_cache"]),
+        transactions=int(params["transactions"]),
+        warmup_transactions=int(params["warmup_transactions"]),
+        hints=parse_hints(hints),
+        precondition=False,
+    )
+    return DatabaseRun(run_oltp(device, settings, seed=seed), seed)
 
 
 def _hotcold(device: Device, params: dict[str, Any], *, seed: int, hints: bool) -> RunResult:

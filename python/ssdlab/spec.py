@@ -1,12 +1,13 @@
 """Sweep specs: the TOML file that names a grid of runs, read and checked before any run starts.
 
 A spec names a base configuration (a preset or a TOML file) with fixed overrides, one or more
-workloads (fio job files, block traces, or the built-in ``hotcold`` workload of the demo), and
-axes: any configuration key exactly as ``--set`` takes it, ``seed``, ``hints`` (on/off) and
-``workload``. The axes are expanded as a product, or zipped where the spec says so. Optional
-``[scales.NAME]`` tables replace parts of the spec for a smaller or larger run of the same study,
-and ``[report]`` chooses what ``ssdlab report`` plots. ``examples/sweep.toml`` is a commented
-example.
+workloads (fio job files, block traces, the built-in ``hotcold`` workload of the demo, or the
+database workloads ``tpcc`` and ``sysbench`` of :mod:`ssdlab.db`), and axes: any configuration
+key exactly as ``--set`` takes it, ``seed``, ``hints`` (on/off, or for a database workload which
+SEA-SSD hints it sends: ``"classify+predict"``) and ``workload``. The axes are expanded as a
+product, or zipped where the spec says so. Optional ``[scales.NAME]`` tables replace parts of the
+spec for a smaller or larger run of the same study, and ``[report]`` chooses what ``ssdlab
+report`` plots. ``examples/sweep.toml`` is a commented example.
 
 Every point of the grid is validated by the core (the same parser and checks as ``--set``)
 before anything runs, and every error names the spec file, the line and the key. Each run is
@@ -30,6 +31,8 @@ from typing import Any
 
 from ssdlab import _core
 from ssdlab.config import parse_overrides, resolve
+from ssdlab.db import HINT_KINDS
+from ssdlab.db import parse_hints as parse_hint_kinds
 from ssdlab.device import TRACE_FORMATS
 from ssdlab.errors import ConfigError
 
@@ -55,7 +58,30 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
         "request_bytes": 4096,
         "queue_depth": 32,
     },
+    # OLTP on SQLite on the device (ssdlab.db): memory settings relative to the loaded database.
+    "tpcc": {
+        "warehouses": 1,
+        "population": 0.1,
+        "cache_fraction": 0.1,
+        "wal_per_cache": 1 / 64,
+        "transactions": 1000,
+        "warmup_transactions": 0,
+    },
+    "sysbench": {
+        "tables": 1,
+        "table_size": 10_000,
+        "cache_fraction": 0.1,
+        "wal_per_cache": 1 / 64,
+        "transactions": 1000,
+        "warmup_transactions": 0,
+    },
 }
+
+#: Built-in workloads that run a database on the device (they need its data kept).
+DATABASE_WORKLOADS = ("tpcc", "sysbench")
+
+#: Parameters that may be 0.
+_MAY_BE_ZERO = ("warmup_transactions",)
 
 _TOP_KEYS = {
     "name",
@@ -109,7 +135,8 @@ class Run:
     config_hash: str
     workload: Workload
     seed: int
-    hints: bool
+    #: On/off, or which hints a database workload sends ("classify+predict", ...).
+    hints: bool | str
     precondition_passes: float | None
 
     def task(self) -> dict[str, Any]:
@@ -439,14 +466,20 @@ def _builtin(name: str, table: dict[str, Any], lines: _Lines, where: tuple[str, 
                 f"its parameters are: {', '.join(params)}",
             )
         default = params[key]
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok = ok and (value > 0 or (value == 0 and key in _MAY_BE_ZERO))
         if isinstance(default, int):
             ok = ok and isinstance(value, int)
         if ok and "fraction" in key:
             ok = value < 1
         if not ok:
             raise lines.error(
-                where, key, f"workloads.{name}.{key}: expected a positive number, got {value!r}"
+                where,
+                key,
+                f"workloads.{name}.{key}: expected a "
+                f"{'non-negative' if key in _MAY_BE_ZERO else 'positive'} "
+                f"{'integer' if isinstance(default, int) else 'number'}"
+                f"{' below 1' if 'fraction' in key else ''}, got {value!r}",
             )
         params[key] = value
     params = {"builtin": builtin, **params}
@@ -528,10 +561,18 @@ def _axes(
                     )
         elif key == HINTS:
             for v in values:
-                if not isinstance(v, bool):
+                if isinstance(v, bool):
+                    continue
+                try:
+                    parse_hint_kinds(v if isinstance(v, str) else repr(v))
+                except ValueError:
                     raise lines.error(
-                        where, key, f"axis 'hints': expected true or false, got {v!r}"
-                    )
+                        where,
+                        key,
+                        f'axis \'hints\': expected true, false, "all", "none" or a '
+                        f"'+'-list of {', '.join(HINT_KINDS)} (e.g. \"classify+predict\"), "
+                        f"got {v!r}",
+                    ) from None
         elif key == WORKLOAD:
             for v in values:
                 if v not in workloads:
@@ -640,7 +681,7 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
     for point in _points(spec):
         overrides = list(spec.overrides)
         overrides += [(k, _text(point[k])) for k in config_keys]
-        overrides.append((HONOR_HINTS_KEY, "true" if point[HINTS] else "false"))
+        overrides.append((HONOR_HINTS_KEY, "true" if hints_on(point[HINTS]) else "false"))
         signature = json.dumps(overrides)
         if signature not in checked:
             try:
@@ -686,6 +727,11 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
             )
         )
     return runs
+
+
+def hints_on(hints: bool | str) -> bool:
+    """Whether a ``hints`` axis value lets the device honour hints (``false``/``"none"``: no)."""
+    return bool(parse_hint_kinds(hints))
 
 
 def _text(value: object) -> str:

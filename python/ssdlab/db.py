@@ -1,0 +1,256 @@
+"""OLTP on a simulated SSD: the built-in workloads on SQLite whose files live on the device.
+
+:func:`run_oltp` is what ``ssdlab db run``, a sweep's ``tpcc`` / ``sysbench`` workloads and
+``ssdlab reproduce seassd`` call. One run, in order:
+
+1. the device is preconditioned if asked (filled, then overwritten at random until GC is in
+   steady state: the database then shares a full drive with cold data, as on a real server);
+2. the workload's database is loaded through :mod:`ssdlab.sqlite` (so its files are laid out on
+   the device as SQLite writes them) and the connection closed, which checkpoints the WAL;
+3. it is reopened with the run's memory settings -- SQLite's page cache as a fraction of the
+   loaded database, the WAL limit as a fraction of the cache (the SEA-SSD paper's redo log is
+   1/64 of its buffer pool) -- which sends the settings hint when hints are on;
+4. ``warmup_transactions`` run unmeasured, the device's measurements are reset, and
+   ``transactions`` run, timed by the device's clock (simulated time, with the host's CPU time
+   between I/Os added by the ``cpu`` model);
+5. ``PRAGMA integrity_check`` (and TPC-C's consistency conditions) must pass, or the run fails.
+
+The result is a dict: ``oltp`` (the driver's result, plus the memory settings, the share of
+device requests that were writes, host bytes written over the device's capacity, energy per
+transaction), ``ssd`` (the device's statistics) and ``sqlite`` (the coupling's counters).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The hints a run may send (see :mod:`ssdlab.sqlite.sea`); ``"all"`` is every one of them.
+HINT_KINDS = ("classify", "predict", "settings")
+
+#: The paper's redo log is 1/64 of its buffer pool.
+DEFAULT_WAL_PER_CACHE = 1 / 64
+
+#: The smallest WAL limit a run uses: a few frames, whatever the cache.
+MIN_WAL_LIMIT_BYTES = 64 << 10
+
+
+def parse_hints(hints: bool | str | Iterable[str]) -> frozenset[str]:
+    """``True``/``"all"`` → every hint, ``False``/``"none"`` → none, else a ``+``-separated
+    list or an iterable of :data:`HINT_KINDS` (``"classify+predict"``)."""
+    if hints is True or hints == "all":
+        return frozenset(HINT_KINDS)
+    if hints is False or hints == "none" or hints is None:
+        return frozenset()
+    kinds = hints.split("+") if isinstance(hints, str) else list(hints)
+    unknown = [k for k in kinds if k not in HINT_KINDS]
+    if unknown or not kinds:
+        raise ValueError(
+            f"hints: expected all, none or a '+'-separated list of {', '.join(HINT_KINDS)}; "
+            f"got {hints!r}"
+        )
+    return frozenset(kinds)
+
+
+def hints_label(kinds: frozenset[str]) -> str:
+    if kinds == frozenset(HINT_KINDS):
+        return "all"
+    return "+".join(k for k in HINT_KINDS if k in kinds) or "none"
+
+
+@dataclass(frozen=True)
+class OltpSettings:
+    """What one OLTP run does besides the device: workload, memory, length, hints."""
+
+    workload: str = "tpcc"
+    params: Mapping[str, Any] = field(default_factory=dict)
+    cache_fraction: float = 0.1
+    wal_per_cache: float = DEFAULT_WAL_PER_CACHE
+    transactions: int = 1000
+    warmup_transactions: int = 0
+    hints: frozenset[str] = frozenset(HINT_KINDS)
+    cpu: str = "zero"
+    cpu_factor: float = 1.0
+    page_size: int = 4096
+    precondition: bool = True
+    load_seed: int = 1
+
+    def __post_init__(self) -> None:
+        from ssdlab import oltp
+
+        oltp.make_workload(self.workload, **dict(self.params))  # names a bad option
+        if not 0 < self.cache_fraction <= 4:
+            raise ValueError(
+                f"cache_fraction: expected a number in (0, 4], got {self.cache_fraction!r}"
+            )
+        if not 0 < self.wal_per_cache <= 1:
+            raise ValueError(
+                f"wal_per_cache: expected a number in (0, 1], got {self.wal_per_cache!r}"
+            )
+        for name in ("transactions", "warmup_transactions"):
+            value = getattr(self, name)
+            low = 1 if name == "transactions" else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+        if self.cpu not in ("zero", "wall"):
+            raise ValueError(f"cpu: expected zero or wall, got {self.cpu!r}")
+
+
+def database_bytes(connection: Any) -> int:
+    (pages,) = connection.execute("PRAGMA page_count").fetchone()
+    (size,) = connection.execute("PRAGMA page_size").fetchone()
+    return int(pages) * int(size)
+
+
+def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str, Any]:
+    """Run ``settings`` on ``device`` (an :class:`ssdlab.Device` with ``store_data=True``)
+    and return ``{"oltp", "ssd", "sqlite"}``; see the module's description."""
+    from ssdlab import oltp, sqlite
+    from ssdlab.oltp import tpcc
+
+    started = time.perf_counter()
+    if settings.precondition:
+        device.precondition()
+    name = f"{settings.workload}.db"
+    loader = sqlite.connect(
+        device,
+        name,
+        hints=_sqlite_hints(settings.hints),
+        page_size=settings.page_size,
+        cpu="zero",
+    )
+    try:
+        workload = oltp.load(settings.workload, loader, seed=settings.load_seed, **settings.params)
+        db_bytes = database_bytes(loader)
+    finally:
+        loader.close()
+    cache_bytes = max(int(db_bytes * settings.cache_fraction), 64 * settings.page_size)
+    wal_bytes = max(int(cache_bytes * settings.wal_per_cache), MIN_WAL_LIMIT_BYTES)
+    load_s = time.perf_counter() - started
+    con = sqlite.connect(
+        device,
+        name,
+        hints=_sqlite_hints(settings.hints),
+        cache_bytes=cache_bytes,
+        wal_limit_bytes=wal_bytes,
+        cpu=settings.cpu,
+        cpu_factor=settings.cpu_factor,
+    )
+    try:
+        if settings.warmup_transactions:
+            oltp.run(
+                workload,
+                con,
+                clock=con.clock_ns,
+                seed=seed + 1,
+                transactions=settings.warmup_transactions,
+            )
+        before = con.stats()["connection"]
+        device.reset_measurements()
+        result = oltp.run(
+            workload, con, clock=con.clock_ns, seed=seed, transactions=settings.transactions
+        )
+        after = con.stats()
+        ssd = device.stats()
+        problems = [row[0] for row in con.execute("PRAGMA integrity_check").fetchall()]
+        if problems != ["ok"]:
+            raise RuntimeError(f"{name}: integrity_check failed: {problems[:5]}")
+        if settings.workload == "tpcc":
+            violations = tpcc.check_consistency(con)
+            if violations:
+                raise RuntimeError(f"{name}: TPC-C consistency violated: {violations[:3]}")
+    finally:
+        con.close()
+    io = after["connection"]
+    reads = io["reads"] - before["reads"]
+    writes = io["writes"] - before["writes"]
+    out = result.to_dict()
+    committed = max(result.committed, 1)
+    out.update(
+        hints=hints_label(settings.hints),
+        database_bytes=db_bytes,
+        cache_bytes=cache_bytes,
+        wal_limit_bytes=wal_bytes,
+        device_reads=reads,
+        device_writes=writes,
+        write_request_share=writes / max(reads + writes, 1),
+        host_writes_per_capacity=ssd["host_bytes_written"] / device.logical_bytes,
+        energy_per_transaction_mj=1e3 * ssd["energy_j"] / committed,
+        main_latency_ns=_main_latency(result),
+        load_wall_s=load_s,
+        wall_s=time.perf_counter() - started,
+    )
+    return {"oltp": out, "ssd": ssd, "sqlite": after}
+
+
+def _main_latency(result: Any) -> dict[str, float]:
+    """The latency summary of the workload's principal transaction (TPC-C's New-Order)."""
+    kind = "new_order" if "new_order" in result.types else next(iter(result.types))
+    return dict(result.types[kind].latency_ns)
+
+
+def _sqlite_hints(kinds: frozenset[str]) -> Any:
+    return kinds if kinds else False
+
+
+def render(result: dict[str, Any], device_name: str, console: Any = None) -> None:
+    """Print a run's result as the terminal tables of ``ssdlab db run``."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    o, ssd = result["oltp"], result["ssd"]
+    head = Table(title=f"{o['workload']} on {device_name}, hints: {o['hints']}", show_header=False)
+    head.add_column(justify="left")
+    head.add_column(justify="right")
+    rows = [
+        ("transactions committed / rolled back", f"{o['committed']:,} / {o['aborted']:,}"),
+        ("transactions per simulated second", f"{o['transactions_per_s']:,.1f}"),
+        ("database / page cache / WAL limit", _sizes(o)),
+        ("device requests that were writes", f"{100 * o['write_request_share']:.1f} %"),
+        ("host writes / device capacity", f"{o['host_writes_per_capacity']:.2f}"),
+        ("write amplification", f"{ssd['waf']:.3f}"),
+        ("GC units moved", f"{ssd['gc']['units_moved']:,}"),
+        ("erases", f"{ssd['flash']['erases']:,}"),
+        ("energy per transaction", f"{o['energy_per_transaction_mj']:.3f} mJ"),
+        (
+            "die utilisation (mean / max)",
+            f"{ssd['die_utilisation']:.3f} / {ssd['die_utilisation_max']:.3f}",
+        ),
+        ("wall time (load / total)", f"{o['load_wall_s']:.1f} s / {o['wall_s']:.1f} s"),
+    ]
+    sea = ssd.get("sea")
+    if isinstance(sea, dict):
+        for key, value in _flat(sea):
+            rows.append((f"sea.{key}", f"{value:,}" if isinstance(value, int) else str(value)))
+    for label, value in rows:
+        head.add_row(label, value)
+    console.print(head)
+    lat = Table(title="latency per transaction type (simulated ms)")
+    for column in ("type", "committed", "aborted", "mean", "p50", "p99", "max"):
+        lat.add_column(column, justify="left" if column == "type" else "right")
+    for kind, t in o["types"].items():
+        ns = t["latency_ns"]
+        lat.add_row(
+            kind,
+            f"{t['committed']:,}",
+            f"{t['aborted']:,}",
+            *(f"{ns[k] / 1e6:.2f}" if k in ns else "-" for k in ("mean", "p50", "p99", "max")),
+        )
+    console.print(lat)
+
+
+def _sizes(o: dict[str, Any]) -> str:
+    return " / ".join(
+        f"{o[k] / 2**20:.1f} MiB" for k in ("database_bytes", "cache_bytes", "wal_limit_bytes")
+    )
+
+
+def _flat(tree: dict[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _flat(value, f"{prefix}{key}.")
+        elif not isinstance(value, list):
+            yield f"{prefix}{key}", value
