@@ -808,6 +808,12 @@ def test_cursor_surface(device: ssdlab.Device):
     cur.close()
     with pytest.raises(sq.InterfaceError):
         cur.execute("SELECT 1")
+    con.executescript("CREATE TABLE s (x); INSERT INTO s VALUES (1); INSERT INTO s VALUES (2);")
+    assert not con.in_transaction
+    assert con.executemany("INSERT INTO s VALUES (?)", [(3,), (4,)]).rowcount == 2
+    con.rollback()
+    assert con.execute("SELECT sum(x) FROM s").fetchone() == (3,)
+    assert list(con.execute("SELECT x FROM s ORDER BY x")) == [(1,), (2,)]
     with con:
         con.execute("INSERT INTO t (v) VALUES ('ctx')")
     assert con.execute("SELECT count(*) FROM t WHERE v = 'ctx'").fetchone() == (1,)
