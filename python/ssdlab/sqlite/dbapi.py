@@ -161,8 +161,8 @@ class Connection:
                 # A crash during the call: the host never saw it return (no acknowledgement).
                 self._check_alive()
                 wal = store.files.get(self._wal_name) if self._wal_limit_bytes else None
-                if wal is not None and wal.size > self._wal_limit_bytes:
-                    self._checkpoint()
+                if wal is not None and wal.written_since_checkpoint > self._wal_limit_bytes:
+                    self._checkpoint(wal)
                 return result
             except apsw.Error as error:
                 raise _translate(error) from error
@@ -176,8 +176,9 @@ class Connection:
                 "open a new one"
             )
 
-    def _checkpoint(self) -> None:
-        """Checkpoint the WAL once it outgrew its limit and no transaction is open.
+    def _checkpoint(self, wal: Any) -> None:
+        """Checkpoint the WAL once more than its limit was written to it since the last
+        checkpoint and no transaction is open (SQLite's auto-checkpoint counts frames alike).
 
         The connection does this between calls instead of SQLite's auto-checkpoint inside
         COMMIT: a checkpoint that fails (the device full) would turn a commit that succeeded
@@ -190,6 +191,8 @@ class Connection:
                 pass
         except apsw.Error:
             self.checkpoint_errors += 1
+        else:
+            wal.written_since_checkpoint = 0
 
     @property
     def in_transaction(self) -> bool:

@@ -176,6 +176,8 @@ class StoredFile:
         # Logs (WAL, rollback journal): contiguous writes not yet submitted (see write()).
         self.log_buffer = bytearray()
         self.log_offset = 0
+        #: WAL bytes written since the connection last checkpointed (its trigger).
+        self.written_since_checkpoint = 0
 
 
 class DeviceStore:
@@ -394,6 +396,7 @@ class DeviceStore:
             if not pending:
                 stored.log_offset = offset
             pending += data
+            stored.written_since_checkpoint += length
         else:
             hint = self._classify(stored, data, offset, host)
             index, within = divmod(offset, extent)
