@@ -118,6 +118,17 @@ def test_rollback_journal_mode_lets_connections_share_a_database(device: ssdlab.
     b.close()
 
 
+@pytest.mark.parametrize(
+    ("option", "value"), [("extent_bytes", 64 << 10), ("crash_tracking", True),
+                          ("sea_recent_checkpoints", 5)]
+)  # fmt: skip
+def test_connections_on_one_device_must_agree_on_its_layout(device, option: str, value: Any):
+    first = sq.connect(device, "a.db", cpu="zero")
+    with pytest.raises(ValueError, match=option):
+        sq.connect(device, "b.db", cpu="zero", **{option: value})
+    first.close()
+
+
 def test_a_device_without_stored_data_is_refused():
     with pytest.raises(ValueError, match="store_data"):
         sq.connect(ssdlab.Device(PRESET, overrides=list(TINY_OVERRIDES)), "x.db")
@@ -247,7 +258,7 @@ def test_freed_pages_wait_for_the_rollback_journal_commit_point(device: ssdlab.D
     free = con.execute("PRAGMA freelist_count").fetchone()[0]
     assert free > 90
     assert store.counters().trim_bytes - before >= (free - 2) * 4096
-    assert store.files["/rj.db"].pending_leaf_trims == []
+    assert store.files["/rj.db"].pending_leaf_trims == set()
     assert "/rj.db-journal" not in store.files
     assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     con.close()
@@ -515,6 +526,52 @@ def test_hints_through_the_vfs_classify_predict_and_configure():
     con.close()
 
 
+@pytest.mark.parametrize(
+    ("hints", "classified", "predicted", "settings"),
+    [
+        ("classify", True, False, False),
+        ("classify+predict", True, True, False),
+        ({"predict", "settings"}, False, True, True),
+        ("all", True, True, True),
+        ("none", False, False, False),
+    ],
+)
+def test_hint_kinds_can_be_sent_alone_for_an_ablation(
+    hints: Any, classified: bool, predicted: bool, settings: bool
+):
+    dev = recording_device()
+    con = sq.connect(dev, "ab.db", cpu="zero", hints=hints)
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (?)", [("a" * 300,)] * 100)
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    sent = {r[3]["sea_class"] for r in dev._handle.requests if r[3]}
+    assert bool(sent) is classified
+    assert any(c[0] == "predict" for c in dev.sea_calls) is predicted
+    assert any(c[0] == "settings" for c in dev.sea_calls) is settings
+    con.close()
+
+
+def test_unknown_hint_kinds_are_refused(device: ssdlab.Device):
+    with pytest.raises(ValueError, match="hints"):
+        sq.connect(device, "x.db", hints="classify+guess")
+
+
+def test_a_commit_reaches_the_wal_as_one_write_then_a_flush():
+    dev = recording_device(ssdlab.Device)
+    con = sq.connect(dev, "log.db", cpu="zero")
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    requests = dev._handle.requests
+    requests.clear()
+    con.executemany("INSERT INTO t VALUES (zeroblob(3000))", [()] * 10)  # ~10 frames
+    con.commit()
+    ops = [r[0] for r in requests]
+    assert ops == ["write", "flush"]
+    assert requests[0][2] > 10 * 4096  # frame headers and pages in one request
+    con.close()
+
+
 def test_without_hints_nothing_is_sent():
     dev = recording_device()
     con = sq.connect(dev, "n.db", cpu="zero", hints=False)
@@ -578,12 +635,18 @@ def test_freelist_tracker_stops_at_a_trunk_it_never_saw():
 CRASH_OPTIONS: dict[str, Any] = {"cpu": "zero", "crash_tracking": True}
 
 
-def crash_setup(seed: int, name: str, columns: str, wal_limit_bytes: int) -> tuple[Any, ...]:
-    """A seeded generator, a device and a connection to a new table ``t (columns)``."""
-    print(f"crash test seed {seed}")
+def crash_setup(
+    seed: int, name: str, columns: str, wal_limit_bytes: int, **extra: Any
+) -> tuple[Any, ...]:
+    """A seeded generator, a device and a connection to a new table ``t (columns)``;
+    ``auto_vacuum`` in ``extra`` is set before the table is created."""
+    print(f"crash test seed {seed}, {extra}")
     dev = tiny_device()
-    options = {**CRASH_OPTIONS, "wal_limit_bytes": wal_limit_bytes}
+    auto_vacuum = extra.pop("auto_vacuum", None)
+    options = {**CRASH_OPTIONS, "wal_limit_bytes": wal_limit_bytes, **extra}
     con = sq.connect(dev, name, **options)
+    if auto_vacuum:
+        con.execute(f"PRAGMA auto_vacuum = {auto_vacuum}").fetchall()
     con.execute(f"CREATE TABLE t ({columns})")
     con.commit()
     return random.Random(seed), dev, con, options
@@ -624,16 +687,25 @@ def test_a_crash_at_a_random_point_keeps_every_committed_transaction(seed: int):
     after.close()
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_a_power_cut_at_a_random_write_keeps_every_committed_transaction(seed: int):
+@pytest.mark.parametrize(
+    "mode",
+    [{}, {"journal_mode": "delete"}, {"auto_vacuum": "FULL"},
+     {"journal_mode": "truncate", "auto_vacuum": "FULL"}],
+    ids=["wal", "delete", "wal-autovacuum", "truncate-autovacuum"],
+)  # fmt: skip
+@pytest.mark.parametrize("seed", range(6))
+def test_a_power_cut_at_a_random_write_keeps_every_committed_transaction(
+    seed: int, mode: dict[str, str]
+):
     """The crash strikes at the N-th device write of any SQLite call: mid-commit,
-    mid-checkpoint, mid-WAL-restart. A transaction whose commit returned must survive; the one
-    being committed when the power went may or may not."""
+    mid-checkpoint, mid-WAL-restart, while pages are freed and trimmed or the file shrinks. A
+    transaction whose commit returned must survive; the one being committed when the power went
+    may or may not."""
     columns = "k INTEGER PRIMARY KEY, v INTEGER, pad BLOB"
-    rng, dev, con, options = crash_setup(seed, "cut.db", columns, 64 << 10)
+    rng, dev, con, options = crash_setup(seed, "cut.db", columns, 64 << 10, **mode)
     store = _STORES[dev]
     write = store.write
-    countdown = [rng.randrange(1, 400)]
+    countdown = [rng.randrange(1, 1500)]
 
     def write_until_the_power_cut(stored: Any, data: bytes, offset: int) -> None:
         countdown[0] -= 1
@@ -650,9 +722,14 @@ def test_a_power_cut_at_a_random_write_keeps_every_committed_transaction(seed: i
             changes = {rng.randrange(300): txn for _ in range(rng.randrange(1, 10))}
             for key, value in changes.items():
                 con.execute(
-                    "INSERT OR REPLACE INTO t VALUES (?, ?, zeroblob(?))", (key, value, 200 + key)
+                    "INSERT OR REPLACE INTO t VALUES (?, ?, zeroblob(?))",
+                    (key, value, 200 + 3 * key),
                 )
             in_doubt = {**committed, **changes}
+            if rng.random() < 0.15:  # free pages: trims, and with auto_vacuum a shorter file
+                low = rng.randrange(300)
+                con.execute("DELETE FROM t WHERE k BETWEEN ? AND ?", (low, low + 60))
+                in_doubt = {k: v for k, v in in_doubt.items() if not low <= k <= low + 60}
             con.commit()
             committed = in_doubt
     except sq.OperationalError:
@@ -714,6 +791,9 @@ def test_cursor_surface(device: ssdlab.Device):
     assert cur.fetchmany() == [(2, "b"), (3, "c")]
     assert cur.fetchall() == [(4, "d")]
     assert cur.fetchone() is None
+    cur.execute("SELECT k, v FROM t LIMIT 0")  # no rows: the columns are still described
+    assert [d[0] for d in cur.description] == ["k", "v"]
+    assert cur.fetchall() == []
     cur.execute("UPDATE t SET v = v || '!' WHERE k > 2")
     assert cur.rowcount == 2
     con.rollback()
@@ -728,6 +808,12 @@ def test_cursor_surface(device: ssdlab.Device):
     cur.close()
     with pytest.raises(sq.InterfaceError):
         cur.execute("SELECT 1")
+    con.executescript("CREATE TABLE s (x); INSERT INTO s VALUES (1); INSERT INTO s VALUES (2);")
+    assert not con.in_transaction
+    assert con.executemany("INSERT INTO s VALUES (?)", [(3,), (4,)]).rowcount == 2
+    con.rollback()
+    assert con.execute("SELECT sum(x) FROM s").fetchone() == (3,)
+    assert list(con.execute("SELECT x FROM s ORDER BY x")) == [(1,), (2,)]
     with con:
         con.execute("INSERT INTO t (v) VALUES ('ctx')")
     assert con.execute("SELECT count(*) FROM t WHERE v = 'ctx'").fetchone() == (1,)
@@ -748,4 +834,75 @@ def test_counters_cover_every_io(device: ssdlab.Device):
     assert stats["write_bytes"] > 0
     assert stats["io_calls"] >= stats["syncs"]
     assert stats["vfs_ns_per_io"] > 0
+    con.close()
+
+
+# -- the OLTP workloads on the device ---------------------------------------------------------
+
+
+def test_oltp_workloads_run_on_the_device_and_stay_consistent():
+    from ssdlab import oltp
+    from ssdlab.oltp import tpcc
+
+    dev = tiny_device()
+    con = sq.connect(dev, "tpcc.db", cpu="zero")
+    wl = oltp.load("tpcc", con, seed=1, warehouses=1, population=0.005)
+    result = oltp.run(wl, con, clock=con.clock_ns, seed=2, transactions=60)
+    assert result.committed > 0
+    assert tpcc.check_consistency(con) == []
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    con.close()
+    sb = sq.connect(dev, "sb.db", cpu="zero")
+    wl = oltp.load("sysbench", sb, seed=1, tables=1, table_size=200)
+    result = oltp.run(wl, sb, clock=sb.clock_ns, seed=2, transactions=40)
+    assert (result.committed, result.aborted) == (40, 0)
+    assert oltp.content_digest(sb, ["sbtest1"])
+    sb.close()
+
+
+# -- against the device's SEA-SSD side and its untimed reads (once the core has them) ---------
+
+needs_sea = pytest.mark.skipif(
+    not hasattr(ssdlab.Device, "sea_predict"), reason="Device.sea_predict is not built yet"
+)
+needs_peek = pytest.mark.skipif(
+    not hasattr(ssdlab.Device, "peek"), reason="Device.peek is not built yet"
+)
+
+
+@needs_sea
+def test_hints_reach_a_sea_device():
+    dev = ssdlab.Device("seassd", overrides=list(TINY_OVERRIDES), store_data=True)
+    con = sq.connect(dev, "sea.db", cpu="zero", wal_limit_bytes=256 << 10, cache_bytes=512 << 10)
+    con.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
+    for round_ in range(20):
+        con.executemany(
+            "INSERT OR REPLACE INTO t VALUES (?, zeroblob(300))",
+            [(k,) for k in range(round_ * 7, round_ * 7 + 150)],
+        )
+        con.commit()
+    hints = con.stats()["hints"]
+    sea = dev.stats()["sea"]
+    assert sea["settings"]["received"] == 1
+    assert (sea["settings"]["wal_bytes"], sea["settings"]["cache_bytes"]) == (256 << 10, 512 << 10)
+    assert hints["predictions"] > 0
+    assert sea["predictions"]["received_units"] == hints["predictions"]  # one 4 KiB unit each
+    assert hints["dyn"] > 0
+    assert hints["stat"] > 0
+    con.close()
+
+
+@needs_peek
+def test_the_device_holds_exactly_what_the_vfs_wrote():
+    dev = tiny_device()
+    con = sq.connect(dev, "peek.db", cpu="zero", crash_tracking=True, wal_limit_bytes=64 << 10)
+    run_script(con.execute)
+    con.commit()
+    store = _STORES[dev]
+    reads = store.counters().reads
+    for stored in store.files.values():
+        extent = store.extent_bytes
+        content = b"".join(dev.peek(e * extent, extent) for e in stored.extents)[: stored.size]
+        assert content == bytes(stored.mirror), stored.name
+    assert store.counters().reads == reads  # untimed, uncounted
     con.close()

@@ -21,13 +21,15 @@ VFS registered in one SQLite copy is invisible to another), driven through a Pyt
 1 MiB by default) shared by all files of all databases on that device and handed out on demand,
 lowest free extent first. A file is a list of extents plus a size: file byte ``x`` lives at
 device byte ``extents[x // extent_bytes] * extent_bytes + x % extent_bytes``. Reads and writes
-are split at extent boundaries into device requests; reading unwritten space returns zeros, and a
-read past the end of the file returns what there is, zero-filled, as SQLITE_IOERR_SHORT_READ
-(which SQLite expects). Truncating or deleting a file trims the freed 4 KiB units and returns
-whole extents to the free list. When no extent is free a write fails with SQLITE_FULL. A read the
-device reports ``uncorrectable`` fails with SQLITE_IOERR_READ; other pages read normally. Files
-are named ``/<name>``, ``/<name>-wal``, ``/<name>-journal``; SQLite's temporary files and
-statement journals are on the device too, deleted when closed. ``xSync`` is a device flush.
+are split at extent boundaries into device requests (a log's contiguous writes, e.g. a WAL
+frame's header and page, are gathered into one request until the log is synced or read); reading
+unwritten space returns zeros, and a read past the end of the file returns what there is, zero-
+filled, as SQLITE_IOERR_SHORT_READ (which SQLite expects). Truncating or deleting a file trims
+the freed 4 KiB units and returns whole extents to the free list. When no extent is free a write
+fails with SQLITE_FULL. A read the device reports ``uncorrectable`` fails with
+SQLITE_IOERR_READ; other pages read normally. Files are named ``/<name>``, ``/<name>-wal``,
+``/<name>-journal``; SQLite's temporary files and statement journals are on the device too,
+deleted when closed. ``xSync`` is a device flush.
 
 **Time.** SQLite's I/O is synchronous, so requests go one at a time at the device clock. Before
 each I/O the host's CPU time since the previous one returned is added: ``cpu="wall"`` advances
@@ -93,6 +95,35 @@ DEFAULT_CACHE_BYTES = 2 << 20
 DEFAULT_WAL_LIMIT_BYTES = 4 << 20
 
 _JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
+
+#: The kinds of SEA-SSD hint a connection may send (``hints=``), for ablations.
+HINT_KINDS = ("classify", "predict", "settings")
+
+
+def parse_hints(hints: Any) -> frozenset[str]:
+    """``hints=`` as the set of kinds sent: True or ``"all"`` is every kind, False, None or
+    ``"none"`` none, else a ``"+"``-separated string or an iterable of :data:`HINT_KINDS`
+    (``"classify+predict"``)."""
+    if hints is True or hints == "all":
+        return frozenset(HINT_KINDS)
+    if hints is False or hints is None or hints == "none":
+        return frozenset()
+    if isinstance(hints, str):
+        kinds = hints.split("+")
+    else:
+        try:
+            kinds = list(hints)
+        except TypeError:
+            kinds = [hints]
+    unknown = [kind for kind in kinds if kind not in HINT_KINDS]
+    if unknown:
+        raise ValueError(
+            "hints: expected True, False, 'all', 'none' or a '+'-separated list of "
+            f"{', '.join(HINT_KINDS)}; got {hints!r}"
+        )
+    return frozenset(kinds)
+
+
 _SYNCHRONOUS = ("full", "normal", "off")
 
 
@@ -106,7 +137,7 @@ def connect(
     device: Any,
     name: str,
     *,
-    hints: bool = True,
+    hints: Any = True,
     cpu: str = "wall",
     cpu_factor: float = 1.0,
     page_size: int = 4096,
@@ -126,7 +157,9 @@ def connect(
         device: an :class:`ssdlab.Device` built with ``store_data=True``, or a preset name
             (a device is then built with ``seed``, ``overrides`` and ``store_data=True``).
         name: the database's file name on the device (``"bench.db"``).
-        hints: send SEA-SSD hints (classification, prediction, settings); False sends none.
+        hints: which SEA-SSD hints to send: True (all: classification, prediction, settings),
+            False (none), or some of them for an ablation, as ``"classify+predict"`` or
+            ``{"classify", "predict"}`` (see :data:`HINT_KINDS`).
         cpu: host CPU-time model between I/Os: ``"wall"`` or ``"zero"``.
         cpu_factor: scale of the wall time under ``cpu="wall"``.
         page_size: SQLite page size of a new database (a power of two, 512 .. 65536).
@@ -166,7 +199,13 @@ def connect(
         raise ValueError(
             f"synchronous: expected one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}"
         )
-    host = Host(cpu=cpu, cpu_factor=cpu_factor, hints=bool(hints))
+    kinds = parse_hints(hints)
+    host = Host(
+        cpu=cpu,
+        cpu_factor=cpu_factor,
+        hints="classify" in kinds,
+        predict="predict" in kinds,
+    )
     store = store_for(
         device,
         extent_bytes=extent_bytes,
@@ -223,7 +262,7 @@ def connect(
         raise
     connection._wal_name = path + "-wal"
     connection._wal_limit_bytes = wal_limit_bytes
-    if hints:
+    if "settings" in kinds:
         store.hinter.settings(wal_bytes=wal_limit_bytes, cache_bytes=cache_bytes)
     return connection
 
@@ -242,6 +281,7 @@ def crash(device: Any) -> None:
 
 
 __all__ = [
+    "HINT_KINDS",
     "Connection",
     "Cursor",
     "DataError",
@@ -258,5 +298,6 @@ __all__ = [
     "connect",
     "crash",
     "paramstyle",
+    "parse_hints",
     "threadsafety",
 ]

@@ -161,8 +161,8 @@ class Connection:
                 # A crash during the call: the host never saw it return (no acknowledgement).
                 self._check_alive()
                 wal = store.files.get(self._wal_name) if self._wal_limit_bytes else None
-                if wal is not None and wal.size > self._wal_limit_bytes:
-                    self._checkpoint()
+                if wal is not None and wal.written_since_checkpoint > self._wal_limit_bytes:
+                    self._checkpoint(wal)
                 return result
             except apsw.Error as error:
                 raise _translate(error) from error
@@ -176,8 +176,9 @@ class Connection:
                 "open a new one"
             )
 
-    def _checkpoint(self) -> None:
-        """Checkpoint the WAL once it outgrew its limit and no transaction is open.
+    def _checkpoint(self, wal: Any) -> None:
+        """Checkpoint the WAL once more than its limit was written to it since the last
+        checkpoint and no transaction is open (SQLite's auto-checkpoint counts frames alike).
 
         The connection does this between calls instead of SQLite's auto-checkpoint inside
         COMMIT: a checkpoint that fails (the device full) would turn a commit that succeeded
@@ -190,6 +191,8 @@ class Connection:
                 pass
         except apsw.Error:
             self.checkpoint_errors += 1
+        else:
+            wal.written_since_checkpoint = 0
 
     @property
     def in_transaction(self) -> bool:
@@ -303,6 +306,10 @@ class Cursor:
         self.connection = connection
         self.arraysize = 1
         self._raw = connection._raw.cursor()
+        # The columns of each statement as it starts: APSW has no description once a statement
+        # finished at its first step (a SELECT with no rows), the standard library does.
+        self._columns: tuple[tuple[str, Any], ...] = ()
+        self._raw.exec_trace = self._capture_columns
         self._rows: Iterator[Any] | None = None
         self._description: tuple[tuple[Any, ...], ...] | None = None
         self.rowcount = -1
@@ -325,6 +332,7 @@ class Cursor:
         def run() -> None:
             connection._begin_if_needed(sql)
             before = raw.total_changes()
+            self._columns = ()
             self._rows = iter(self._raw.execute(sql, parameters))
             self._set_description()
             self._after(raw, before, dml=bool(_DML.match(sql)))
@@ -351,14 +359,13 @@ class Cursor:
         connection._call(run)
         return self
 
+    def _capture_columns(self, cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+        self._columns = cursor.get_description()
+        return True
+
     def _set_description(self) -> None:
-        try:
-            columns = self._raw.get_description()
-        except apsw.ExecutionCompleteError:
-            self._description = None
-            return
         self._description = (
-            tuple((name, None, None, None, None, None, None) for name, _ in columns) or None
+            tuple((name, None, None, None, None, None, None) for name, _ in self._columns) or None
         )
 
     def _after(self, raw: apsw.Connection, before: int, *, dml: bool) -> None:

@@ -27,13 +27,16 @@ import apsw
 
 from ssdlab.errors import DeviceError
 from ssdlab.sqlite.freelist import FreelistTracker
-from ssdlab.sqlite.sea import HintCounters, SeaHinter
+from ssdlab.sqlite.sea import DYN, HintCounters, SeaHinter
 
 #: Default extent: the unit in which files take the device's logical space.
 EXTENT_BYTES = 1 << 20
 
 #: Trims cover whole 4 KiB units (the FTL's default mapping unit); partial units are left.
 TRIM_ALIGN = 4096
+
+#: A log's contiguous writes are gathered up to this many bytes before they go to the device.
+LOG_BUFFER_BYTES = 1 << 20
 
 WAL_HEADER_BYTES = 32
 WAL_FRAME_HEADER_BYTES = 24
@@ -47,6 +50,7 @@ ROLE_MAIN = "main"
 ROLE_WAL = "wal"
 ROLE_JOURNAL = "journal"
 ROLE_OTHER = "other"
+_LOGS = (ROLE_WAL, ROLE_JOURNAL)
 
 _U32 = struct.Struct(">I")
 
@@ -93,9 +97,18 @@ class IoCounters:
 class Host:
     """One connection's host: its CPU-time model, whether it sends hints, and its counters."""
 
-    __slots__ = ("counters", "cpu_factor", "cpu_wall", "generation", "hints", "last_wall_ns")
+    __slots__ = (
+        "counters", "cpu_factor", "cpu_wall", "generation", "hints", "last_wall_ns", "predict",
+    )  # fmt: skip
 
-    def __init__(self, *, cpu: str = "zero", cpu_factor: float = 1.0, hints: bool = False):
+    def __init__(
+        self,
+        *,
+        cpu: str = "zero",
+        cpu_factor: float = 1.0,
+        hints: bool = False,
+        predict: bool | None = None,
+    ):
         if cpu not in ("wall", "zero"):
             raise ValueError(f"cpu: expected 'wall' or 'zero', got {cpu!r}")
         if isinstance(cpu_factor, bool) or not isinstance(cpu_factor, (int, float)):
@@ -104,7 +117,9 @@ class Host:
             raise ValueError(f"cpu_factor: expected a finite number >= 0, got {cpu_factor!r}")
         self.cpu_wall = cpu == "wall" and cpu_factor > 0
         self.cpu_factor = float(cpu_factor)
+        #: Classification hints on writes; prediction hints for WAL frames (default: with them).
         self.hints = hints
+        self.predict = hints if predict is None else predict
         self.counters = IoCounters()
         self.last_wall_ns = perf_counter_ns()
         #: The store's crash generation when the connection opened (set by the store).
@@ -151,13 +166,18 @@ class StoredFile:
         self.exclusive: object | None = None
         # Main database files: the freelist and the leaves waiting for the journal's commit.
         self.freelist = FreelistTracker() if role == ROLE_MAIN else None
-        self.pending_leaf_trims: list[int] = []
+        self.pending_leaf_trims: set[int] = set()
         # WAL files: page size from the WAL header (0 until seen).
         self.wal_page_size = 0
         # Crash bookkeeping: size at the last sync, and (offset, old bytes) of later writes.
         self.synced_size = 0
         self.undo: list[tuple[int, bytes]] = []
         self.mirror: bytearray | None = None
+        # Logs (WAL, rollback journal): contiguous writes not yet submitted (see write()).
+        self.log_buffer = bytearray()
+        self.log_offset = 0
+        #: WAL bytes written since the connection last checkpointed (its trigger).
+        self.written_since_checkpoint = 0
 
 
 class DeviceStore:
@@ -280,6 +300,7 @@ class DeviceStore:
         stored = self.files.pop(name, None)
         if stored is None:
             raise _sqlite_error(apsw.SQLITE_IOERR_DELETE_NOENT, f"{name}: no such file")
+        stored.log_buffer.clear()  # never reaches the device: the file is gone
         self._release(stored, 0)
         if stored.role == ROLE_MAIN:
             self.hinter.forget(name)
@@ -308,10 +329,12 @@ class DeviceStore:
         start = perf_counter_ns()
         host = self._host()
         counters = host.counters
+        device_before = counters.device_ns
         self._think(host, start)
+        if stored.log_buffer:
+            self._flush_log(stored, counters)
         available = stored.size - offset
         length = amount if amount <= available else max(available, 0)
-        device_ns = 0
         failed = False
         data = b""
         if length > 0:
@@ -319,7 +342,7 @@ class DeviceStore:
             for device_offset, piece in self._ranges(stored, offset, length):
                 before = perf_counter_ns()
                 raw = self._submit("read", device_offset, piece, None, None)
-                device_ns += perf_counter_ns() - before
+                counters.device_ns += perf_counter_ns() - before
                 counters.reads += 1
                 counters.read_bytes += piece
                 failed = failed or raw["uncorrectable"]
@@ -329,8 +352,7 @@ class DeviceStore:
             self._observe_main_read(stored, data, offset)
         end = perf_counter_ns()
         counters.io_calls += 1
-        counters.device_ns += device_ns
-        counters.vfs_ns += end - start - device_ns
+        counters.vfs_ns += end - start - (counters.device_ns - device_before)
         host.last_wall_ns = end
         if failed:
             counters.read_errors += 1
@@ -344,9 +366,16 @@ class DeviceStore:
         return data  # APSW zero-fills a short read and returns SQLITE_IOERR_SHORT_READ
 
     def write(self, stored: StoredFile, data: bytes, offset: int) -> None:
+        """Write ``data`` at ``offset``. A database or temporary file's write is submitted at
+        once. A log's (WAL, rollback journal) contiguous writes are gathered and submitted as
+        one request when the log is synced, read, truncated, written elsewhere or holds
+        ``LOG_BUFFER_BYTES``, as a storage engine's log buffer does: SQLite writes a WAL frame
+        as a 24-byte header and a page, and submitting each alone would cost the device a
+        read-modify-write of a flash unit for every header."""
         start = perf_counter_ns()
         host = self.active or self.idle_host
         counters = host.counters
+        device_before = counters.device_ns
         length = len(data)
         end_offset = offset + length
         extent = self.extent_bytes
@@ -356,54 +385,86 @@ class DeviceStore:
             self._record_undo(stored, data, offset)
         if host.cpu_wall:
             self._think(host, start)
-        hint = self._classify(stored, data, offset, host)
-        index, within = divmod(offset, extent)
-        if within + length <= extent:  # the common case: inside one extent, one request
-            before = perf_counter_ns()
-            self._submit("write", stored.extents[index] * extent + within, length, data, hint)
-            after = perf_counter_ns()
-            device_ns = after - before
-            counters.writes += 1
+        if stored.role in _LOGS:
+            pending = stored.log_buffer
+            if pending and (
+                offset != stored.log_offset + len(pending)
+                or len(pending) + length > LOG_BUFFER_BYTES
+            ):
+                self._flush_log(stored, counters)
+            hint = self._classify(stored, data, offset, host)  # after the flush: it may trim
+            if not pending:
+                stored.log_offset = offset
+            pending += data
+            stored.written_since_checkpoint += length
         else:
-            device_ns = 0
-            for device_offset, piece, part in self._pieces(stored, offset, data):
+            hint = self._classify(stored, data, offset, host)
+            index, within = divmod(offset, extent)
+            if within + length <= extent:  # the common case: inside one extent, one request
                 before = perf_counter_ns()
-                self._submit("write", device_offset, piece, part, hint)
-                device_ns += perf_counter_ns() - before
+                self._submit("write", stored.extents[index] * extent + within, length, data, hint)
+                counters.device_ns += perf_counter_ns() - before
                 counters.writes += 1
-            after = perf_counter_ns()
-        counters.write_bytes += length
+            else:
+                self._submit_pieces(stored, offset, data, hint, counters)
+            counters.write_bytes += length
         if end_offset > stored.size:
             stored.size = end_offset
+        end = perf_counter_ns()
         counters.io_calls += 1
-        counters.device_ns += device_ns
-        counters.vfs_ns += after - start - device_ns
-        host.last_wall_ns = after
+        counters.vfs_ns += end - start - (counters.device_ns - device_before)
+        host.last_wall_ns = end
+
+    def _submit_pieces(
+        self, stored: StoredFile, offset: int, data: bytes, hint: Any, counters: IoCounters
+    ) -> None:
+        for device_offset, piece, part in self._pieces(stored, offset, data):
+            before = perf_counter_ns()
+            self._submit("write", device_offset, piece, part, hint)
+            counters.device_ns += perf_counter_ns() - before
+            counters.writes += 1
+
+    def _flush_log(self, stored: StoredFile, counters: IoCounters) -> None:
+        """Submit a log's gathered writes (every log write is ``dyn`` under hints)."""
+        data = bytes(stored.log_buffer)
+        stored.log_buffer.clear()
+        hint = DYN if self._host().hints else None
+        self._submit_pieces(stored, stored.log_offset, data, hint, counters)
+        counters.write_bytes += len(data)
 
     def sync(self, stored: StoredFile) -> None:
         start = perf_counter_ns()
         host = self._host()
         counters = host.counters
+        device_before = counters.device_ns
         self._think(host, start)
+        if stored.log_buffer:
+            self._flush_log(stored, counters)
         before = perf_counter_ns()
         self._submit("flush", 0, 0, None, None)
-        device_ns = perf_counter_ns() - before
+        counters.device_ns += perf_counter_ns() - before
         counters.syncs += 1
         stored.undo.clear()
         stored.synced_size = stored.size
         if stored.freelist is not None:
             self._main_synced(stored, host)
-            device_ns = 0  # trims count as their own device time below
         end = perf_counter_ns()
         counters.io_calls += 1
-        counters.device_ns += device_ns
-        counters.vfs_ns += max(end - start - device_ns, 0)
+        counters.vfs_ns += end - start - (counters.device_ns - device_before)
         host.last_wall_ns = end
 
     def truncate(self, stored: StoredFile, new_size: int) -> None:
+        if stored.log_buffer:
+            self._flush_log(stored, self._host().counters)
         if new_size < stored.size:
             if stored.mirror is not None:
                 del stored.mirror[new_size:]
+                # What a crash would restore past the new end is gone with it.
+                stored.undo = [
+                    (offset, old[: new_size - offset])
+                    for offset, old in stored.undo
+                    if offset < new_size
+                ]
             if stored.freelist is not None and stored.freelist.page_size:
                 page_size = stored.freelist.page_size
                 stored.freelist.forget_pages_from(-(-new_size // page_size) + 1)
@@ -544,7 +605,7 @@ class DeviceStore:
                 self._trim_file_range(stored, TRIM_ALIGN, stored.size)
             return
         page_size = stored.wal_page_size
-        if not (host.hints and page_size and self.hinter.can_predict):
+        if not (host.predict and page_size and self.hinter.can_predict):
             return
         frame = WAL_FRAME_HEADER_BYTES + page_size
         if len(data) >= WAL_FRAME_HEADER_BYTES and (offset - WAL_HEADER_BYTES) % frame == 0:
@@ -579,14 +640,14 @@ class DeviceStore:
         else:
             # With a rollback journal the commit point comes later (the journal's deletion or
             # truncation); until then a rollback may need the old content of these pages.
-            stored.pending_leaf_trims.extend(newly_free)
+            stored.pending_leaf_trims.update(newly_free)
 
     def _journal_committed(self, journal_name: str) -> None:
         main = self.files.get(journal_name[: -len("-journal")])
         if main is not None and main.pending_leaf_trims:
             free = main.freelist.free_leaves if main.freelist is not None else set()
-            pages = [page for page in main.pending_leaf_trims if page in free]
-            main.pending_leaf_trims = []
+            pages = sorted(main.pending_leaf_trims & free)
+            main.pending_leaf_trims = set()
             self._trim_pages(main, pages)
 
     def _trim_pages(self, stored: StoredFile, pages: list[int]) -> None:
@@ -635,6 +696,7 @@ class DeviceStore:
             self.generation += 1
             self.active = None
             for name, stored in list(self.files.items()):
+                stored.log_buffer.clear()  # gathered log writes never reached the device
                 stored.shared = 0
                 stored.reserved = stored.pending = stored.exclusive = None
                 if stored.role == ROLE_OTHER:
@@ -668,17 +730,22 @@ _STORES_LOCK = threading.Lock()
 
 def store_for(device: Any, **options: Any) -> DeviceStore:
     """The one store of ``device`` (built on first use with ``options``; later calls must not
-    ask for a different ``extent_bytes`` or ``crash_tracking``)."""
+    ask for a different ``extent_bytes``, ``crash_tracking`` or ``sea_recent_checkpoints``)."""
     with _STORES_LOCK:
         store = _STORES.get(device)
         if store is None:
             store = DeviceStore(device, **options)
             _STORES[device] = store
             return store
-    for key in ("extent_bytes", "crash_tracking"):
-        if key in options and options[key] != getattr(store, key):
+    current = {
+        "extent_bytes": store.extent_bytes,
+        "crash_tracking": store.crash_tracking,
+        "sea_recent_checkpoints": store.hinter.recent_checkpoints,
+    }
+    for key, value in current.items():
+        if key in options and options[key] != value:
             raise ValueError(
-                f"{key}: the device's SQLite files already use {key}={getattr(store, key)!r}; "
+                f"{key}: the device's SQLite files already use {key}={value!r}; "
                 f"every connection on one device must agree (got {options[key]!r})"
             )
     return store
