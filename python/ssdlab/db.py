@@ -27,31 +27,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-#: The hints a run may send (see :mod:`ssdlab.sqlite.sea`); ``"all"`` is every one of them.
-HINT_KINDS = ("classify", "predict", "settings")
+from ssdlab.sqlite import HINT_KINDS, parse_hints
+
+__all__ = ["HINT_KINDS", "OltpSettings", "parse_hints", "render", "run_oltp"]
 
 #: The paper's redo log is 1/64 of its buffer pool.
 DEFAULT_WAL_PER_CACHE = 1 / 64
 
 #: The smallest WAL limit a run uses: a few frames, whatever the cache.
 MIN_WAL_LIMIT_BYTES = 64 << 10
-
-
-def parse_hints(hints: bool | str | Iterable[str]) -> frozenset[str]:
-    """``True``/``"all"`` → every hint, ``False``/``"none"`` → none, else a ``+``-separated
-    list or an iterable of :data:`HINT_KINDS` (``"classify+predict"``)."""
-    if hints is True or hints == "all":
-        return frozenset(HINT_KINDS)
-    if hints is False or hints == "none" or hints is None:
-        return frozenset()
-    kinds = hints.split("+") if isinstance(hints, str) else list(hints)
-    unknown = [k for k in kinds if k not in HINT_KINDS]
-    if unknown or not kinds:
-        raise ValueError(
-            f"hints: expected all, none or a '+'-separated list of {', '.join(HINT_KINDS)}; "
-            f"got {hints!r}"
-        )
-    return frozenset(kinds)
 
 
 def hints_label(kinds: frozenset[str]) -> str:
@@ -117,7 +101,7 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
     loader = sqlite.connect(
         device,
         name,
-        hints=_sqlite_hints(settings.hints),
+        hints=settings.hints,
         page_size=settings.page_size,
         cpu="zero",
     )
@@ -132,7 +116,7 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
     con = sqlite.connect(
         device,
         name,
-        hints=_sqlite_hints(settings.hints),
+        hints=settings.hints,
         cache_bytes=cache_bytes,
         wal_limit_bytes=wal_bytes,
         cpu=settings.cpu,
@@ -191,10 +175,6 @@ def _main_latency(result: Any) -> dict[str, float]:
     """The latency summary of the workload's principal transaction (TPC-C's New-Order)."""
     kind = "new_order" if "new_order" in result.types else next(iter(result.types))
     return dict(result.types[kind].latency_ns)
-
-
-def _sqlite_hints(kinds: frozenset[str]) -> Any:
-    return kinds if kinds else False
 
 
 def render(result: dict[str, Any], device_name: str, console: Any = None) -> None:
