@@ -16,8 +16,9 @@
 5. ``PRAGMA integrity_check`` (and TPC-C's consistency conditions) must pass, or the run fails.
 
 The result is a dict: ``oltp`` (the driver's result, plus the memory settings, the share of
-device traffic that was writes, in pages -- the paper's page-sized write requests --, host bytes written over the device's capacity, energy per
-transaction), ``ssd`` (the device's statistics) and ``sqlite`` (the coupling's counters).
+device traffic that was writes, in pages -- the paper's page-sized write requests --, host
+bytes written over the device's capacity, energy per transaction), ``ssd`` (the device's
+statistics) and ``sqlite`` (the coupling's counters).
 """
 
 from __future__ import annotations
