@@ -112,6 +112,12 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
     finally:
         loader.close()
     cache_bytes = max(int(db_bytes * settings.cache_fraction), 64 * settings.page_size)
+    if cache_bytes > device.logical_bytes:
+        raise ValueError(
+            f"cache_fraction: {settings.cache_fraction:g} of the {db_bytes:,}-byte database is "
+            f"a {cache_bytes:,}-byte page cache, larger than the device "
+            f"({device.logical_bytes:,} bytes)"
+        )
     wal_bytes = max(int(cache_bytes * settings.wal_per_cache), MIN_WAL_LIMIT_BYTES)
     load_s = time.perf_counter() - started
     con = sqlite.connect(
