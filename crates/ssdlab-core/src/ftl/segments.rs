@@ -64,39 +64,59 @@ pub struct DynQuota {
     pub clamped: bool,
 }
 
-/// The most blocks per plane `dyn` may be granted: what is left after `stat` can hold the
-/// whole logical capacity (the engine may mark any data `stat`) plus the open blocks and the GC
-/// reserve that `Config::validate` requires of every plane. Beyond it, a plane whose `dyn` sits
-/// under its quota would collect `stat` victims with no invalid data.
-pub fn max_dyn_blocks_per_plane(config: &Config, derived: &Derived) -> u32 {
-    let g = &config.geometry;
-    let data_blocks = derived
-        .logical_pages
-        .div_ceil(derived.planes as u64)
-        .div_ceil(g.pages_per_block as u64);
-    let reserve = 2 * config.placement.handles as u64 + config.ftl.gc_fg_free_blocks as u64 + 1;
-    (g.blocks_per_plane as u64)
-        .saturating_sub(data_blocks + reserve)
-        .min(u32::MAX as u64) as u32
+/// What sizing the `dyn` segment needs of the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentGeometry {
+    pub block_bytes: u64,
+    pub planes: u32,
+    pub blocks_per_plane: u32,
+    pub logical_bytes: u64,
+    /// Blocks per plane no segment may count on: the open blocks (host and GC frontier per
+    /// handle), the foreground-GC watermark and the hard reserve, as `Config::validate` counts
+    /// them.
+    pub reserve_blocks_per_plane: u32,
+}
+
+impl SegmentGeometry {
+    pub fn new(config: &Config, derived: &Derived) -> Self {
+        let g = &config.geometry;
+        SegmentGeometry {
+            block_bytes: g.pages_per_block as u64 * g.page_size_bytes as u64,
+            planes: derived.planes,
+            blocks_per_plane: g.blocks_per_plane,
+            logical_bytes: derived.logical_bytes,
+            reserve_blocks_per_plane: 2 * config.placement.handles
+                + config.ftl.gc_fg_free_blocks
+                + 1,
+        }
+    }
 }
 
 /// The dyn quota for a settings hint of `wal_bytes` and `cache_bytes`.
+///
+/// The engine's dyn data is D = WAL + cache × `sea.dirty_fraction`, and the segment asked for
+/// is D × `sea.dyn_multiplier`, in whole blocks spread evenly over the planes (rounded up).
+/// The clamp: `stat` keeps enough blocks in every plane to hold the rest of the logical
+/// capacity (capacity − D) plus the reserve blocks; beyond that, a plane whose `dyn` is under
+/// its quota would collect `stat` victims with nothing to gain.
 pub fn dyn_quota(
     sea: &SeaConfig,
     wal_bytes: u64,
     cache_bytes: u64,
-    block_bytes: u64,
-    planes: u32,
-    max_per_plane: u32,
+    g: &SegmentGeometry,
 ) -> DynQuota {
-    let bytes = (wal_bytes as f64 + cache_bytes as f64 * sea.dirty_fraction) * sea.dyn_multiplier;
+    let dyn_data = wal_bytes as f64 + cache_bytes as f64 * sea.dirty_fraction;
     // f64 → u64 saturates; a request past the device is clamped below anyway.
-    let requested_blocks = (bytes / block_bytes as f64).ceil() as u64;
-    let per_plane = requested_blocks.div_ceil(planes as u64);
+    let requested_blocks = (dyn_data * sea.dyn_multiplier / g.block_bytes as f64).ceil() as u64;
+    let per_plane = requested_blocks.div_ceil(g.planes as u64);
+    let stat_bytes = g.logical_bytes.saturating_sub(dyn_data.ceil() as u64);
+    let stat_blocks = stat_bytes.div_ceil(g.block_bytes).div_ceil(g.planes as u64);
+    let max_per_plane =
+        (g.blocks_per_plane as u64).saturating_sub(stat_blocks + g.reserve_blocks_per_plane as u64);
     DynQuota {
         requested_blocks,
-        blocks_per_plane: per_plane.min(max_per_plane as u64) as u32,
-        clamped: per_plane > max_per_plane as u64,
+        blocks_per_plane: per_plane.min(max_per_plane) as u32,
+        clamped: per_plane > max_per_plane,
     }
 }
 
@@ -322,13 +342,27 @@ mod tests {
     #[test]
     fn quota_rounds_up_spreads_and_clamps() {
         let sea = SeaConfig::default();
+        let g = SegmentGeometry {
+            block_bytes: 1 << 20,
+            planes: 2,
+            blocks_per_plane: 20,
+            logical_bytes: 30 << 20,
+            reserve_blocks_per_plane: 3,
+        };
         // 1 MiB WAL + 8 MiB cache × 0.25 = 3 MiB in 1 MiB blocks over 2 planes: 2 per plane.
-        let q = dyn_quota(&sea, 1 << 20, 8 << 20, 1 << 20, 2, 10);
+        let q = dyn_quota(&sea, 1 << 20, 8 << 20, &g);
         assert_eq!(q.requested_blocks, 3);
-        assert_eq!(q.blocks_per_plane, 2);
-        assert!(!q.clamped);
-        let q = dyn_quota(&sea, u64::MAX, u64::MAX, 1 << 20, 2, 10);
-        assert_eq!((q.blocks_per_plane, q.clamped), (10, true));
-        assert_eq!(dyn_quota(&sea, 0, 0, 4096, 4, 10).blocks_per_plane, 0);
+        assert_eq!((q.blocks_per_plane, q.clamped), (2, false));
+        // Twice as much: stat keeps (30 - 6) / 2 = 12 blocks + 3 reserve of a plane's 20.
+        let sea4 = SeaConfig {
+            dyn_multiplier: 4.0,
+            ..sea.clone()
+        };
+        let q = dyn_quota(&sea4, 2 << 20, 16 << 20, &g);
+        assert_eq!(q.requested_blocks, 24);
+        assert_eq!((q.blocks_per_plane, q.clamped), (5, true));
+        let q = dyn_quota(&sea, u64::MAX, u64::MAX, &g);
+        assert_eq!((q.blocks_per_plane, q.clamped), (17, true));
+        assert_eq!(dyn_quota(&sea, 0, 0, &g).blocks_per_plane, 0);
     }
 }

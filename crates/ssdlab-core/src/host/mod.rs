@@ -21,7 +21,7 @@ use link::LinkCalendar;
 
 use crate::config::{Config, ConfigError, Derived, UnmappedRead};
 use crate::ecc;
-use crate::ftl::segments::{dyn_quota, max_dyn_blocks_per_plane, DynQuota};
+use crate::ftl::segments::{dyn_quota, DynQuota, SegmentGeometry};
 use crate::ftl::{build_ftl, FlashOp, Ftl, FtlError, Purpose, UnitWrite, WriteOutcome};
 use crate::nand::store::UnitStore;
 use crate::nand::timing::Timeline;
@@ -420,14 +420,11 @@ impl Device {
         if !honor {
             return Ok(());
         }
-        let g = &self.config.geometry;
         let quota = dyn_quota(
             &self.config.sea,
             wal_bytes,
             cache_bytes,
-            g.pages_per_block as u64 * g.page_size_bytes as u64,
-            self.derived.planes,
-            max_dyn_blocks_per_plane(&self.config, &self.derived),
+            &SegmentGeometry::new(&self.config, &self.derived),
         );
         self.sea.quota = Some(quota);
         self.ftl.sea_size(quota.blocks_per_plane);
