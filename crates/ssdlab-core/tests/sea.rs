@@ -96,9 +96,9 @@ fn predicted_units_collected_in_stat_move_to_dyn_blocks() {
     dev.ftl().check_invariants().unwrap();
 }
 
-#[test]
-fn migration_with_packed_units_programs_whole_dyn_pages() {
-    // 16 KiB pages of four 4 KiB units: GC packs migrated units into the dyn frontier's pages.
+/// 16 KiB pages of four 4 KiB units (GC packs migrated units into the dyn frontier's pages),
+/// every unit written `stat` with a byte pattern of its own, an eighth of them predicted.
+fn packed_device_with_predictions() -> (Device, u64) {
     let mut dev = device_with(
         &[
             ("geometry.page_size_bytes", "16384"),
@@ -109,42 +109,58 @@ fn migration_with_packed_units_programs_whole_dyn_pages() {
     );
     let n = logical_units(&dev);
     for unit in 0..n {
-        let mut req = HostRequest::new(Op::Write, unit * 4096, 4096);
-        req.hint.sea_class = Some(SeaClass::Stat);
-        let data = vec![(unit % 251) as u8; 4096];
-        dev.submit(&req, Some(&data), None).unwrap();
+        dev.submit(&stat_write(unit), Some(&pattern(unit)), None)
+            .unwrap();
     }
     for unit in (0..n).filter(|&u| one_in_eight(u)) {
         dev.sea_predict(unit * 4096, 4096).unwrap();
     }
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
-    for _ in 0..3 * n {
-        let unit = rng.gen_range(0..n);
-        if one_in_eight(unit) {
-            continue;
-        }
-        let mut req = HostRequest::new(Op::Write, unit * 4096, 4096);
-        req.hint.sea_class = Some(SeaClass::Stat);
-        let data = vec![(unit % 251) as u8; 4096];
-        dev.submit(&req, Some(&data), None).unwrap();
-    }
+    (dev, n)
+}
+
+fn stat_write(unit: u64) -> HostRequest {
+    let mut req = HostRequest::new(Op::Write, unit * 4096, 4096);
+    req.hint.sea_class = Some(SeaClass::Stat);
+    req
+}
+
+fn pattern(unit: u64) -> Vec<u8> {
+    vec![(unit % 251) as u8; 4096]
+}
+
+/// Some units migrated, each is in a dyn block, and nothing else is.
+fn assert_migrated_units_are_in_dyn(dev: &Device, n: u64) {
     let migrated = dev.ssd_json()["sea"]["predictions"]["migrated_units"]
         .as_u64()
         .unwrap();
     assert!(migrated > 0);
     assert_eq!(
-        (0..n).filter(|&u| owner(&dev, u) == 1).count() as u64,
+        (0..n).filter(|&u| owner(dev, u) == 1).count() as u64,
         migrated
     );
+    dev.ftl().check_invariants().unwrap();
+}
+
+#[test]
+fn migration_with_packed_units_programs_whole_dyn_pages() {
+    let (mut dev, n) = packed_device_with_predictions();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+    for _ in 0..3 * n {
+        let unit = rng.gen_range(0..n);
+        if !one_in_eight(unit) {
+            dev.submit(&stat_write(unit), Some(&pattern(unit)), None)
+                .unwrap();
+        }
+    }
+    assert_migrated_units_are_in_dyn(&dev, n);
     // The data followed every move.
     for unit in 0..n {
-        let bytes = dev.peek(unit * 4096, 4096).unwrap();
-        assert!(
-            bytes.iter().all(|&b| b == (unit % 251) as u8),
+        assert_eq!(
+            dev.peek(unit * 4096, 4096).unwrap(),
+            pattern(unit),
             "unit {unit}"
         );
     }
-    dev.ftl().check_invariants().unwrap();
 }
 
 #[test]
@@ -347,7 +363,7 @@ fn classification_and_prediction_lower_write_amplification() {
     );
     assert!(sea["predictions"]["migrated_units"].as_u64().unwrap() > 0);
     assert!(sea["predictions"]["came_true_units"].as_u64().unwrap() > 0);
-    // Seed 42: 2.501, 2.405, 2.141, 1.726.
+    // Seed 42: 2.501, 2.405, 2.131, 1.722.
     assert!(classified < plain, "{classified} vs {plain}");
     assert!(predicted < classified * 0.95, "{predicted} vs {classified}");
     assert!(sized < predicted * 0.9, "{sized} vs {predicted}");
@@ -411,4 +427,27 @@ fn peek_reads_without_timing_or_statistics() {
     assert_eq!(&bytes[96 + 8192..], &[0u8; 104][..]);
     assert_eq!(dev.now_ns(), now);
     assert_eq!(dev.ssd_json(), before);
+}
+
+#[test]
+fn migration_runs_on_the_event_engine_too() {
+    // A run with the default (priority) scheduler goes through the event engine, which turns
+    // GC's list of moves (some of them to the dyn frontier) into queued die work.
+    let (mut dev, n) = packed_device_with_predictions();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+    let requests: Vec<HostRequest> = (0..3 * n)
+        .map(|_| rng.gen_range(0..n))
+        .filter(|&u| !one_in_eight(u))
+        .map(stat_write)
+        .collect();
+    dev.run_to_end(ssdlab_core::RunSpec {
+        name: "job".into(),
+        source: Box::new(ssdlab_core::VecSource::new(requests)),
+        queue_depth: 8,
+        pacing: ssdlab_core::Loop::Closed,
+        runtime_ns: None,
+        ramp_ns: None,
+    })
+    .unwrap();
+    assert_migrated_units_are_in_dyn(&dev, n);
 }

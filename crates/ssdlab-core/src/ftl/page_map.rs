@@ -308,13 +308,14 @@ impl PageMapFtl {
     }
 
     /// May a victim's unit go to the (plane, handle) GC frontier other than its own (a SEA
-    /// migration)? If its open block has room, or the plane can open one and still keep a block
-    /// for the victim's own GC frontier beyond the hard reserve: one victim then needs at most
-    /// one new block per frontier, and at the reserve GC works as without SEA.
+    /// migration)? If its open block has room, or the plane has a free block beyond the hard
+    /// reserve: the reserve then remains for the victim's own frontier, which needs at most one
+    /// new block per victim (host frontiers never take the reserve), and a frontier that may
+    /// not open a block sends the unit home. At the reserve GC works as without SEA.
     fn gc_frontier_can_take(&self, plane: u32, handle: u32) -> bool {
         let block = self.open[self.slot(plane, handle, GC)];
         (block != NONE && self.write_ptr[block as usize] < self.units_per_block)
-            || self.free[plane as usize] as usize > GC_RESERVE_BLOCKS + 1
+            || self.free[plane as usize] as usize > GC_RESERVE_BLOCKS
     }
 
     /// The victim policy's choice of a full block in `plane` (an index in the plane), within

@@ -468,24 +468,39 @@ impl Device {
     /// device that stores data.
     pub fn peek(&self, offset: u64, length: u64) -> Result<Vec<u8>, DeviceError> {
         self.check_extent("peek", offset, length)?;
-        let store = self.store.as_ref().ok_or(DeviceError::NoDataStore)?;
         let mut out = vec![0u8; length as usize];
-        let (first, units) = span_count_bytes(offset, length, self.unit_bytes);
-        for unit in first..first + units {
-            let Some(data) = self.ftl.mapped(unit).and_then(|pu| store.get(pu)) else {
-                continue;
-            };
-            let start = unit * self.unit_bytes;
-            let lo = offset.max(start);
-            let hi = (offset + length).min(start + self.unit_bytes);
-            out[(lo - offset) as usize..(hi - offset) as usize]
-                .copy_from_slice(&data[(lo - start) as usize..(hi - start) as usize]);
-        }
+        self.peek_into(offset, &mut out)?;
         Ok(out)
     }
 
+    /// [`Device::peek`] into a buffer the caller allocated: its length is the extent's.
+    pub fn peek_into(&self, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        let length = out.len() as u64;
+        self.check_extent("peek", offset, length)?;
+        let store = self.store.as_ref().ok_or(DeviceError::NoDataStore)?;
+        let (first, units) = span_count_bytes(offset, length, self.unit_bytes);
+        for unit in first..first + units {
+            let start = unit * self.unit_bytes;
+            let lo = offset.max(start);
+            let hi = (offset + length).min(start + self.unit_bytes);
+            let dst = &mut out[(lo - offset) as usize..(hi - offset) as usize];
+            match self.ftl.mapped(unit).and_then(|pu| store.get(pu)) {
+                Some(data) => {
+                    dst.copy_from_slice(&data[(lo - start) as usize..(hi - start) as usize])
+                }
+                None => dst.fill(0),
+            }
+        }
+        Ok(())
+    }
+
     /// A byte extent a call names must be non-empty and inside the device.
-    fn check_extent(&self, op: &'static str, offset: u64, length: u64) -> Result<(), DeviceError> {
+    pub fn check_extent(
+        &self,
+        op: &'static str,
+        offset: u64,
+        length: u64,
+    ) -> Result<(), DeviceError> {
         if length == 0 {
             return Err(DeviceError::ZeroLength { op, offset });
         }
