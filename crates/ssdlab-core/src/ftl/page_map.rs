@@ -21,7 +21,9 @@
 //! the shortage rather than stalled behind a whole victim. The device runs background steps in
 //! idle time below `gc_bg_free_blocks`. One free block per plane is a hard reserve for the GC
 //! frontier: a host frontier never takes it, and a plane reaching it collects whole victims
-//! until it has more. Free blocks are allocated by the wear-levelling [`FreeBlockPool`]. State
+//! until it has more. Free blocks are allocated by the wear-levelling [`FreeBlockPool`]. SEA-SSD's
+//! segments ([`super::segments`]) narrow a victim's choice to one segment once sized and send
+//! predicted units from `stat` victims to the `dyn` handle's GC frontier. State
 //! is kept in flat arrays (4 bytes per logical unit, 4 per physical unit plus a few dozen per
 //! block) so that a 1 TiB device with 4 KiB units fits in about 2 GB.
 
