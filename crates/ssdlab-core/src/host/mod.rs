@@ -468,6 +468,9 @@ impl Device {
     /// device that stores data.
     pub fn peek(&self, offset: u64, length: u64) -> Result<Vec<u8>, DeviceError> {
         self.check_extent("peek", offset, length)?;
+        if self.store.is_none() {
+            return Err(DeviceError::NoDataStore);
+        }
         let mut out = vec![0u8; length as usize];
         self.peek_into(offset, &mut out)?;
         Ok(out)
