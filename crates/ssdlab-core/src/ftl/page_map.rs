@@ -327,6 +327,7 @@ impl PageMapFtl {
     fn select_victim(&mut self, plane: u32, now_ns: u64) -> Option<usize> {
         let range = self.geo.plane_blocks(plane);
         let all = &self.state[range.clone()];
+        let ratio = self.segments.cross_segment_ratio();
         let segment = if self.free[plane as usize] as usize > GC_RESERVE_BLOCKS {
             self.segments
                 .candidates(plane, all, &self.block_handle[range.clone()])
@@ -343,9 +344,23 @@ impl PageMapFtl {
             now_ns,
         };
         let mut index = self.victim.select(&view);
-        if segment.is_some() && index.is_none_or(|i| view.valid_pages[i] >= self.units_per_block) {
+        if segment.is_some() {
             view.state = all;
-            index = self.victim.select(&view);
+            // The quota's segment has no victim worth taking, or the best of all blocks is
+            // much cheaper (`sea.cross_segment_ratio`) in units copied per unit freed: take it.
+            let block = self.units_per_block;
+            let cost = |i: Option<usize>| match i {
+                Some(i) if view.valid_pages[i] < block => {
+                    let valid = view.valid_pages[i] as f64;
+                    valid / (block as f64 - valid)
+                }
+                _ => f64::INFINITY,
+            };
+            if let Some(best) = self.victim.select(&view) {
+                if cost(Some(best)) <= ratio * cost(index) {
+                    index = Some(best);
+                }
+            }
         }
         index
     }

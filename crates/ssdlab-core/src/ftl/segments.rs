@@ -10,9 +10,11 @@
 //! - *Settings*: the engine's WAL and cache sizes give the `dyn` segment a quota of blocks per
 //!   plane. Once sized, a plane that needs a victim collects inside `dyn` when `dyn` holds more
 //!   blocks than its quota there, and inside `stat` otherwise, with the configured victim policy
-//!   restricted to that segment's blocks. Unsized (no settings hint), victims are chosen among
-//!   all blocks, as without SEA. The quota is a victim-choice rule, not a partition: `dyn` may
-//!   run over it between collections.
+//!   restricted to that segment's blocks, unless the best victim of all blocks costs at most
+//!   `sea.cross_segment_ratio` of that one in units copied per unit freed (then it is taken: a
+//!   quota that misjudges dyn's live data must not make GC copy it over and over). Unsized (no settings
+//!   hint), victims are chosen among all blocks, as without SEA. The quota is a victim-choice
+//!   rule, not a partition: `dyn` may run over it between collections.
 //! - *Prediction*: logical units the engine will write soon. They are kept in a bounded FIFO
 //!   table; a unit leaves it when the host writes it (the prediction came true) or when it has
 //!   fallen out of the latest `sea.predict_table_entries` predictions (expired). GC of a `stat`
@@ -179,6 +181,7 @@ pub struct Segments {
     active: bool,
     handles: u32,
     migrate: bool,
+    cross_segment_ratio: f64,
     quota: Option<u32>,
     /// Blocks in use (not free) per (plane, handle).
     in_use: Vec<u32>,
@@ -197,6 +200,7 @@ impl Segments {
             active: dyn_handle != stat_handle,
             handles: p.handles,
             migrate: config.sea.migrate_predicted,
+            cross_segment_ratio: config.sea.cross_segment_ratio,
             quota: None,
             in_use: vec![0; planes as usize * p.handles as usize],
             table: PredictTable::new(config.sea.predict_table_entries),
@@ -207,6 +211,12 @@ impl Segments {
 
     pub fn dyn_handle(&self) -> u32 {
         self.dyn_handle
+    }
+
+    /// `sea.cross_segment_ratio`: when the other segment's best victim is cheap enough to be
+    /// taken instead of the quota's.
+    pub fn cross_segment_ratio(&self) -> f64 {
+        self.cross_segment_ratio
     }
 
     /// Are there two segments (distinct dyn and stat handles)?
