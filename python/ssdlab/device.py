@@ -312,6 +312,53 @@ class Device:
         """Make every completed write durable (drains the write buffer, if any)."""
         return self.submit("flush", 0, 0)
 
+    def peek(self, offset: int, length: int) -> bytes:
+        """The ``length`` bytes at ``offset`` as a read would return them now (unwritten bytes
+        are zeros), untimed: no flash work, no statistics, the clock stays where it is. For
+        hosts that inspect the contents, such as a coupling that simulates a crash.
+
+        Raises:
+            DeviceError: the device stores no data (create it with ``store_data=True``), the
+                range is empty or past the end of the device.
+            ValueError: an argument that is not an integer in range.
+        """
+        _check_int("offset", offset, 0, _U64_MAX)
+        _check_int("length", length, 0, _U64_MAX)
+        return self._handle.peek(offset, length)
+
+    # -- SEA-SSD hints ---------------------------------------------------------------------------
+
+    def sea_settings(self, *, wal_bytes: int, cache_bytes: int) -> None:
+        """SEA-SSD settings hint: the storage engine's WAL (redo log) and cache (buffer pool)
+        sizes. They size the ``dyn`` segment: (WAL + cache x ``sea.dirty_fraction``) x
+        ``sea.dyn_multiplier``, in blocks per plane; GC then collects inside ``dyn`` while it
+        holds more than that, else inside ``stat``. Ignored (only counted) with
+        ``placement.honor_hints = false``.
+
+        Raises:
+            DeviceError: hints are honoured but the dyn and stat classes share one placement
+                handle (``placement.handles`` is 1).
+            ValueError: an argument that is not an integer in range.
+        """
+        _check_int("wal_bytes", wal_bytes, 0, _U64_MAX)
+        _check_int("cache_bytes", cache_bytes, 0, _U64_MAX)
+        self._handle.sea_settings(int(wal_bytes), int(cache_bytes))
+
+    def sea_predict(self, offset: int, length: int) -> None:
+        """SEA-SSD prediction hint: the bytes ``offset .. offset + length`` will be written
+        soon (a page entering the engine's flush list; in SQLite, a page in the WAL). GC of a
+        ``stat`` block moves their valid data to ``dyn``. Ignored (only counted) with
+        ``placement.honor_hints = false``.
+
+        Raises:
+            DeviceError: the range is empty or past the end of the device, or hints are
+                honoured but the dyn and stat classes share one placement handle.
+            ValueError: an argument that is not an integer in range.
+        """
+        _check_int("offset", offset, 0, _U64_MAX)
+        _check_int("length", length, 0, _U64_MAX)
+        self._handle.sea_predict(int(offset), int(length))
+
     def precondition(self, random_overwrite_passes: float = 2.0) -> dict[str, Any]:
         """Fill the device sequentially, overwrite it randomly, then reset the statistics.
 

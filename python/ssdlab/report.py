@@ -45,7 +45,7 @@ LABELS = {
     "oltp.main_p99_ms": "principal transaction p99 (ms)",
     "oltp.main_p50_ms": "principal transaction p50 (ms)",
     "oltp.energy_per_transaction_mj": "energy per transaction (mJ)",
-    "oltp.write_request_share": "share of device requests that are writes",
+    "oltp.write_request_share": "share of page-sized device requests that are writes",
 }
 
 REPORT_DIR = "report"

@@ -493,6 +493,45 @@ impl Default for PlacementConfig {
     }
 }
 
+/// SEA-SSD's device side (Sun, Arakawa, Takeuchi, TCAS-I 2014): how the settings hint sizes
+/// the `dyn` segment and how the prediction hint is kept. The paper gives no formula; these are
+/// the assumptions, each a parameter (see `ftl/segments.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SeaConfig {
+    /// Share of the engine's cache assumed dirty at most (InnoDB's max dirty pages, SQLite's
+    /// pages not yet checkpointed): dyn = (WAL + cache × this) × `dyn_multiplier`. An
+    /// assumption: the paper leaves the formula open.
+    pub dirty_fraction: f64,
+    /// Scales the dyn segment the settings hint asks for.
+    pub dyn_multiplier: f64,
+    /// Predicted logical units remembered: the table holds the latest this many predictions
+    /// (a bounded FIFO); an older one expires.
+    pub predict_table_entries: u32,
+    /// GC in the stat segment moves a predicted unit to the dyn segment (off: predictions
+    /// are only counted).
+    pub migrate_predicted: bool,
+}
+
+impl SeaConfig {
+    /// Upper bound of `sea.predict_table_entries`: the table's memory (about 24 B an entry)
+    /// stays below half a gigabyte.
+    pub const MAX_PREDICT_TABLE_ENTRIES: u32 = 1 << 24;
+    /// Upper bound of `sea.dyn_multiplier`.
+    pub const MAX_DYN_MULTIPLIER: f64 = 1000.0;
+}
+
+impl Default for SeaConfig {
+    fn default() -> Self {
+        SeaConfig {
+            dirty_fraction: 0.25,
+            dyn_multiplier: 1.0,
+            predict_table_entries: 65_536,
+            migrate_predicted: true,
+        }
+    }
+}
+
 // Both off by default: each keeps data that grows with the run, which only a user who asked
 // for it should pay for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -526,6 +565,7 @@ pub struct Config {
     pub energy: EnergyConfig,
     pub ftl: FtlConfig,
     pub placement: PlacementConfig,
+    pub sea: SeaConfig,
     pub stats: StatsConfig,
 }
 
@@ -970,6 +1010,7 @@ impl Config {
                 return Err(invalid(key, format!("expected {expected}, got {value}")));
             }
         }
+        self.validate_sea(&invalid)?;
         let wl = &self.placement.write_life_handles;
         if wl.len() != 6 {
             return Err(invalid(
@@ -1013,6 +1054,47 @@ impl Config {
                 + 4 * physical_pages * units_per_page as u64
                 + MAPPING_BYTES_PER_BLOCK * blocks,
         })
+    }
+
+    /// The `[sea]` table's ranges.
+    fn validate_sea(
+        &self,
+        invalid: &dyn Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let sea = &self.sea;
+        if !(sea.dirty_fraction.is_finite() && (0.0..=1.0).contains(&sea.dirty_fraction)) {
+            return Err(invalid(
+                "sea.dirty_fraction",
+                format!(
+                    "expected a fraction of the cache in [0, 1], got {}",
+                    sea.dirty_fraction
+                ),
+            ));
+        }
+        let max_multiplier = SeaConfig::MAX_DYN_MULTIPLIER;
+        if !(sea.dyn_multiplier.is_finite()
+            && sea.dyn_multiplier > 0.0
+            && sea.dyn_multiplier <= max_multiplier)
+        {
+            return Err(invalid(
+                "sea.dyn_multiplier",
+                format!(
+                    "expected a number in (0, {max_multiplier}], got {}",
+                    sea.dyn_multiplier
+                ),
+            ));
+        }
+        let max_entries = SeaConfig::MAX_PREDICT_TABLE_ENTRIES;
+        if !(1..=max_entries).contains(&sea.predict_table_entries) {
+            return Err(invalid(
+                "sea.predict_table_entries",
+                format!(
+                    "expected an entry count in 1..={max_entries}, got {}",
+                    sea.predict_table_entries
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Refuse a device whose tables do not fit in `available_bytes` of memory, before anything

@@ -133,6 +133,30 @@ struct PyDevice {
     inner: Mutex<Device>,
 }
 
+/// A zeroed buffer for `length` bytes of data that `what` returns, or an error when memory
+/// cannot hold it.
+fn read_buffer(what: &str, length: u64) -> PyResult<Vec<u8>> {
+    // A reservation larger than memory can succeed (overcommit) and the zero fill then gets
+    // the process killed: compare large reads with what is available first.
+    const LARGE_READ_BYTES: u64 = 64 << 20;
+    if length > LARGE_READ_BYTES {
+        if let Some(available) = memory::available_bytes().filter(|&a| length > a / 2) {
+            return Err(device_message(format!(
+                "{what} of {length} bytes: more than half the {available} bytes of memory \
+                 available ({what} less at a time)"
+            )));
+        }
+    }
+    let mut buffer = Vec::new();
+    buffer.try_reserve_exact(length as usize).map_err(|_| {
+        device_message(format!(
+            "{what} of {length} bytes: not enough memory for the data ({what} less at a time)"
+        ))
+    })?;
+    buffer.resize(length as usize, 0u8);
+    Ok(buffer)
+}
+
 impl PyDevice {
     /// Run `f` on the device under its lock, without the GIL.
     fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Device) -> R + Send) -> R {
@@ -235,25 +259,7 @@ impl PyDevice {
         }
         let mut out = None;
         if op == Op::Read && stores_data {
-            // A reservation larger than memory can succeed (overcommit) and the zero fill then
-            // gets the process killed: compare large reads with what is available first.
-            const LARGE_READ_BYTES: u64 = 64 << 20;
-            if length > LARGE_READ_BYTES {
-                if let Some(available) = memory::available_bytes().filter(|&a| length > a / 2) {
-                    return Err(device_message(format!(
-                        "read of {length} bytes: more than half the {available} bytes of memory \
-                         available (read less at a time)"
-                    )));
-                }
-            }
-            let mut buffer = Vec::new();
-            buffer.try_reserve_exact(length as usize).map_err(|_| {
-                device_message(format!(
-                    "read of {length} bytes: not enough memory for the data (read less at a time)"
-                ))
-            })?;
-            buffer.resize(length as usize, 0u8);
-            out = Some(buffer);
+            out = Some(read_buffer("read", length)?);
         }
         let completion = self
             .with(py, |d| d.submit(&request, data, out.as_deref_mut()))
@@ -268,6 +274,40 @@ impl PyDevice {
             None => result.set_item("data", py.None())?,
         }
         Ok(result)
+    }
+
+    /// SEA-SSD settings hint: the storage engine's WAL and cache sizes size the dyn segment.
+    fn sea_settings(&self, py: Python<'_>, wal_bytes: u64, cache_bytes: u64) -> PyResult<()> {
+        self.with(py, |d| d.sea_settings(wal_bytes, cache_bytes))
+            .map_err(device_error)
+    }
+
+    /// SEA-SSD prediction hint: the logical units of the byte range will be written soon.
+    fn sea_predict(&self, py: Python<'_>, offset: u64, length: u64) -> PyResult<()> {
+        self.with(py, |d| d.sea_predict(offset, length))
+            .map_err(device_error)
+    }
+
+    /// The data a read of the byte range would return, untimed (no statistics, no clock).
+    fn peek<'py>(
+        &self,
+        py: Python<'py>,
+        offset: u64,
+        length: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        // Checked before the buffer is sized by `length`, as for reads.
+        self.with(py, |d| {
+            d.check_extent("peek", offset, length)?;
+            match d.stores_data() {
+                true => Ok(()),
+                false => Err(DeviceError::NoDataStore),
+            }
+        })
+        .map_err(device_error)?;
+        let mut out = read_buffer("peek", length)?;
+        self.with(py, |d| d.peek_into(offset, &mut out))
+            .map_err(device_error)?;
+        Ok(PyBytes::new(py, &out))
     }
 
     /// Sequential fill, then random overwrites until GC is steady; statistics are reset.

@@ -8,8 +8,10 @@
 //! are meant to implement the same trait.
 
 mod page_map;
+pub mod segments;
 
 pub use page_map::{PageMapFtl, GC_RESERVE_BLOCKS};
+pub use segments::{SeaCounters, SeaState};
 
 use crate::config::{Config, Derived, FtlKind};
 use crate::nand::Geometry;
@@ -133,6 +135,9 @@ pub trait Ftl: Send {
     /// The physical unit holding logical unit `unit`, if mapped; translation work goes into
     /// `ops`.
     fn lookup(&mut self, unit: u64, ops: &mut Vec<FlashOp>) -> Option<u32>;
+    /// The physical unit holding logical unit `unit`, if mapped, with no translation work and
+    /// no change of state (an untimed inspection, such as [`crate::host::Device::peek`]).
+    fn mapped(&self, unit: u64) -> Option<u32>;
     /// Is the page holding physical unit `unit` programmed (not still filling in the write
     /// buffer)?
     fn is_programmed(&self, unit: u32) -> bool;
@@ -174,6 +179,15 @@ pub trait Ftl: Send {
     fn erase_counts(&self) -> &[u32];
     /// Program/erase cycles of the block holding `ppa` (drives the RBER model).
     fn erase_count_of(&self, ppa: u32) -> u32;
+    /// SEA-SSD settings hint: the `dyn` segment's quota of blocks per plane; from now on GC
+    /// chooses victims per segment (see [`segments`]).
+    fn sea_size(&mut self, dyn_blocks_per_plane: u32);
+    /// SEA-SSD prediction hint: logical unit `unit` will be written soon.
+    fn sea_predict(&mut self, unit: u64);
+    /// The SEA-SSD segments and prediction counters now.
+    fn sea_state(&self) -> SeaState;
+    /// The placement handle that owns the block holding physical unit `unit`.
+    fn block_handle_of(&self, unit: u32) -> u32;
     /// Check L2P and P2L agree and valid counts close; a description of the first violation.
     fn check_invariants(&self) -> Result<(), String>;
 }

@@ -21,10 +21,13 @@
 //! the shortage rather than stalled behind a whole victim. The device runs background steps in
 //! idle time below `gc_bg_free_blocks`. One free block per plane is a hard reserve for the GC
 //! frontier: a host frontier never takes it, and a plane reaching it collects whole victims
-//! until it has more. Free blocks are allocated by the wear-levelling [`FreeBlockPool`]. State
+//! until it has more. Free blocks are allocated by the wear-levelling [`FreeBlockPool`]. SEA-SSD's
+//! segments ([`super::segments`]) narrow a victim's choice to one segment once sized and send
+//! predicted units from `stat` victims to the `dyn` handle's GC frontier. State
 //! is kept in flat arrays (4 bytes per logical unit, 4 per physical unit plus a few dozen per
 //! block) so that a 1 TiB device with 4 KiB units fits in about 2 GB.
 
+use super::segments::{SeaState, Segments};
 use super::{FlashOp, Ftl, FtlCounters, FtlError, Purpose, UnitWrite, WriteOutcome};
 use crate::config::Config;
 use crate::gc::destination::{gc_destination, FreeBlocks, GcDestination};
@@ -51,6 +54,8 @@ struct GcJob {
     destination: u32,
     /// Page offset in the victim from which valid units are still to be moved.
     next_offset: u32,
+    /// Some of its units went to the SEA `dyn` handle's GC frontier (predicted units).
+    migrated: bool,
 }
 
 /// A unit slot taken in a frontier.
@@ -99,6 +104,8 @@ pub struct PageMapFtl {
     handle_counters: Vec<HandleCounters>,
     /// (source unit, logical unit) of the victim being collected; reused to avoid allocation.
     victim_units: Vec<(u32, u32)>,
+    /// SEA-SSD: per-segment victim choice and the predicted units GC migrates.
+    segments: Segments,
 }
 
 impl PageMapFtl {
@@ -144,6 +151,7 @@ impl PageMapFtl {
             counters: FtlCounters::default(),
             handle_counters: vec![HandleCounters::default(); handles as usize],
             victim_units: Vec::with_capacity(geo.pages_per_block as usize),
+            segments: Segments::new(config, geo.planes),
         }
     }
 
@@ -220,6 +228,7 @@ impl PageMapFtl {
             debug_assert_eq!(self.valid_units[b], 0);
             self.state[b] = BlockState::Open;
             self.block_handle[b] = handle as u8;
+            self.segments.block_opened(plane, handle);
             self.write_ptr[b] = 0;
             self.open[slot] = block;
         }
@@ -285,6 +294,62 @@ impl PageMapFtl {
         self.fg_free_blocks + 1
     }
 
+    /// Program the partly filled pages of the GC frontiers a victim of `handle` fills in
+    /// `plane`: its own, and the SEA `dyn` one if it `migrated` units there.
+    fn pad_gc_frontiers(
+        &mut self,
+        plane: u32,
+        handle: u32,
+        migrated: bool,
+        ops: &mut Vec<FlashOp>,
+    ) {
+        self.pad_gc_frontier(plane, handle, ops);
+        if migrated {
+            self.pad_gc_frontier(plane, self.segments.dyn_handle(), ops);
+        }
+    }
+
+    /// May a victim's unit go to the (plane, handle) GC frontier other than its own (a SEA
+    /// migration)? If its open block has room, or the plane has a free block beyond the hard
+    /// reserve: the reserve then remains for the victim's own frontier, which needs at most one
+    /// new block per victim (host frontiers never take the reserve), and a frontier that may
+    /// not open a block sends the unit home. At the reserve GC works as without SEA.
+    fn gc_frontier_can_take(&self, plane: u32, handle: u32) -> bool {
+        let block = self.open[self.slot(plane, handle, GC)];
+        (block != NONE && self.write_ptr[block as usize] < self.units_per_block)
+            || self.free[plane as usize] as usize > GC_RESERVE_BLOCKS
+    }
+
+    /// The victim policy's choice of a full block in `plane` (an index in the plane), within
+    /// the SEA segment due for collection once segments are sized; among all blocks when that
+    /// segment has no block with space to gain or the plane is at its hard reserve (where
+    /// collection must free the most it can), so that GC always makes progress.
+    fn select_victim(&mut self, plane: u32, now_ns: u64) -> Option<usize> {
+        let range = self.geo.plane_blocks(plane);
+        let all = &self.state[range.clone()];
+        let segment = if self.free[plane as usize] as usize > GC_RESERVE_BLOCKS {
+            self.segments
+                .candidates(plane, all, &self.block_handle[range.clone()])
+        } else {
+            None
+        };
+        let mut view = PlaneView {
+            valid_pages: &self.valid_units[range.clone()],
+            state: segment.unwrap_or(all),
+            closed_seq: &self.closed_seq[range.clone()],
+            last_write_ns: &self.last_write_ns[range.clone()],
+            erase_count: &self.erase_count[range],
+            pages_per_block: self.units_per_block,
+            now_ns,
+        };
+        let mut index = self.victim.select(&view);
+        if segment.is_some() && index.is_none_or(|i| view.valid_pages[i] >= self.units_per_block) {
+            view.state = all;
+            index = self.victim.select(&view);
+        }
+        index
+    }
+
     /// Program the partly filled page of the (plane, handle) GC frontier, if any.
     fn pad_gc_frontier(&mut self, plane: u32, handle: u32, ops: &mut Vec<FlashOp>) {
         let block = self.open[self.slot(plane, handle, GC)];
@@ -315,21 +380,10 @@ impl PageMapFtl {
         let job = match self.gc_jobs[plane as usize] {
             Some(job) => job,
             None => {
-                let range = self.geo.plane_blocks(plane);
-                let base = range.start;
-                let view = PlaneView {
-                    valid_pages: &self.valid_units[range.clone()],
-                    state: &self.state[range.clone()],
-                    closed_seq: &self.closed_seq[range.clone()],
-                    last_write_ns: &self.last_write_ns[range.clone()],
-                    erase_count: &self.erase_count[range],
-                    pages_per_block: self.units_per_block,
-                    now_ns,
-                };
-                let Some(index) = self.victim.select(&view) else {
+                let Some(index) = self.select_victim(plane, now_ns) else {
                     return Ok(false);
                 };
-                let victim = (base + index) as u32;
+                let victim = self.geo.plane_blocks(plane).start as u32 + index as u32;
                 // Out of the candidates while it is collected: never chosen twice.
                 self.state[victim as usize] = BlockState::Victim;
                 let free_blocks = &self.free;
@@ -343,6 +397,7 @@ impl PageMapFtl {
                     victim,
                     destination: self.destination.choose(plane, &free),
                     next_offset: 0,
+                    migrated: false,
                 }
             }
         };
@@ -355,7 +410,7 @@ impl PageMapFtl {
         {
             // The other plane's free blocks ran low (other victims' data went there too): the
             // rest comes home, and what went there is programmed first.
-            self.pad_gc_frontier(job.destination, handle, ops);
+            self.pad_gc_frontiers(job.destination, handle, job.migrated, ops);
             job.destination = plane;
         }
         let first = self.first_unit(victim);
@@ -387,7 +442,16 @@ impl PageMapFtl {
             if let Some(&(_, next)) = units.get(i + AHEAD) {
                 prefetch(&self.l2p, next as usize);
             }
-            let dst = match self.allocate(job.destination, handle, GC, now_ns, ops) {
+            // A predicted unit leaving `stat` goes to the `dyn` frontier (SEA-SSD).
+            let to = match self.segments.migration_target(handle, lun) {
+                Some(dyn_handle) if self.gc_frontier_can_take(job.destination, dyn_handle) => {
+                    self.segments.note_migrated();
+                    job.migrated = true;
+                    dyn_handle
+                }
+                _ => handle,
+            };
+            let dst = match self.allocate(job.destination, to, GC, now_ns, ops) {
                 Ok(dst) => dst,
                 Err(e) => {
                     result = Err(e);
@@ -403,7 +467,7 @@ impl PageMapFtl {
             self.counters.gc_units_moved += 1;
             if self.unit_shift == 0 {
                 ops.push(FlashOp::Move { src, dst: dst.unit });
-                self.count_gc_page(handle);
+                self.count_gc_page(to);
                 continue;
             }
             let src_page = src >> self.unit_shift;
@@ -416,7 +480,7 @@ impl PageMapFtl {
                 ops.push(FlashOp::GcProgram {
                     dst: dst.unit >> self.unit_shift,
                 });
-                self.count_gc_page(handle);
+                self.count_gc_page(to);
             }
         }
         self.victim_units = units;
@@ -430,13 +494,14 @@ impl PageMapFtl {
         }
         self.gc_jobs[plane as usize] = None;
         // The victim's last units must be on flash before it is erased.
-        self.pad_gc_frontier(job.destination, handle, ops);
+        self.pad_gc_frontiers(job.destination, handle, job.migrated, ops);
         ops.push(FlashOp::Erase {
             block: victim,
             purpose: Purpose::Gc,
         });
         self.erase_count[v] += 1;
         self.state[v] = BlockState::Free;
+        self.segments.block_freed(plane, handle);
         self.write_ptr[v] = 0;
         self.last_write_ns[v] = 0;
         self.pools[plane as usize].push(victim, self.erase_count[v]);
@@ -457,6 +522,11 @@ impl Ftl for PageMapFtl {
     #[inline]
     fn lookup(&mut self, unit: u64, _ops: &mut Vec<FlashOp>) -> Option<u32> {
         let pu = self.l2p[unit as usize];
+        (pu != NONE).then_some(pu)
+    }
+
+    fn mapped(&self, unit: u64) -> Option<u32> {
+        let pu = *self.l2p.get(unit as usize)?;
         (pu != NONE).then_some(pu)
     }
 
@@ -502,6 +572,7 @@ impl Ftl for PageMapFtl {
         self.last_write_ns[block] = now_ns;
         self.counters.host_units_written += 1;
         self.counters.host_bytes_written += host_bytes as u64;
+        self.segments.host_written(unit);
         let counters = &mut self.handle_counters[h];
         counters.host_bytes_written += host_bytes as u64;
         if slot.fills_page {
@@ -607,6 +678,7 @@ impl Ftl for PageMapFtl {
 
     fn reset_counters(&mut self) {
         self.counters = FtlCounters::default();
+        self.segments.reset_counters();
         self.min_free_blocks = usize::MAX;
         self.handle_counters
             .iter_mut()
@@ -615,6 +687,22 @@ impl Ftl for PageMapFtl {
 
     fn erase_counts(&self) -> &[u32] {
         &self.erase_count
+    }
+
+    fn sea_size(&mut self, dyn_blocks_per_plane: u32) {
+        self.segments.size(dyn_blocks_per_plane);
+    }
+
+    fn sea_predict(&mut self, unit: u64) {
+        self.segments.predict(unit);
+    }
+
+    fn sea_state(&self) -> SeaState {
+        self.segments.state()
+    }
+
+    fn block_handle_of(&self, unit: u32) -> u32 {
+        self.block_handle[self.block_of_unit(unit)] as u32
     }
 
     #[inline]
@@ -709,18 +797,27 @@ mod tests {
     /// Model-based test: the real FTL against a map that remembers each lpa's last write.
     #[test]
     fn random_operations_match_a_reference_model() {
-        for (page, unit, destination) in [
-            (4096, 4096, "victim_plane"),
-            (16384, 4096, "victim_plane"),
-            (8192, 512, "victim_plane"),
-            (4096, 4096, "most_free"),
-            (16384, 4096, "most_free"),
+        for (page, unit, destination, sea) in [
+            (4096, 4096, "victim_plane", false),
+            (16384, 4096, "victim_plane", false),
+            (8192, 512, "victim_plane", false),
+            (4096, 4096, "most_free", false),
+            (16384, 4096, "most_free", false),
+            // SEA-SSD: sized segments and predicted units migrating from stat to dyn.
+            (4096, 4096, "victim_plane", true),
+            (16384, 4096, "victim_plane", true),
+            (16384, 4096, "most_free", true),
         ] {
-            random_operations_match_a_reference_model_with(page, unit, destination);
+            random_operations_match_a_reference_model_with(page, unit, destination, sea);
         }
     }
 
-    fn random_operations_match_a_reference_model_with(page: u32, unit: u32, destination: &str) {
+    fn random_operations_match_a_reference_model_with(
+        page: u32,
+        unit: u32,
+        destination: &str,
+        sea: bool,
+    ) {
         let (mut cfg, geo, logical) = small_with(page, unit);
         cfg.ftl.gc_destination = match destination {
             "most_free" => crate::config::GcDestinationKind::MostFree,
@@ -730,6 +827,9 @@ mod tests {
         let shift = (page / unit).trailing_zeros();
         for seed in 0..4u64 {
             let mut ftl = ftl_for(&cfg, &geo, logical);
+            if sea {
+                ftl.sea_size(3);
+            }
             let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
             let mut reference: HashMap<u64, ()> = HashMap::new();
             // What the ops say each physical unit holds, and the pages programmed since their
@@ -742,6 +842,9 @@ mod tests {
             // Enough overwrites for GC to run a while whatever the unit count.
             for step in 0..(4 * logical).max(20_000) {
                 let lpa = rng.gen_range(0..logical);
+                if sea && rng.gen_bool(0.2) {
+                    ftl.sea_predict(rng.gen_range(0..logical));
+                }
                 if rng.gen_bool(0.1) {
                     ftl.trim(lpa, &mut ops);
                     reference.remove(&lpa);
@@ -856,6 +959,12 @@ mod tests {
                 moved_across > 0,
                 destination == "most_free",
                 "{page}/{unit} {destination}: {moved_across} moves to other planes"
+            );
+            let migrated = ftl.sea_state().counters.migrated_units;
+            assert_eq!(
+                migrated > 0,
+                sea,
+                "{page}/{unit} sea {sea}: {migrated} migrated"
             );
         }
     }

@@ -21,14 +21,15 @@ use link::LinkCalendar;
 
 use crate::config::{Config, ConfigError, Derived, UnmappedRead};
 use crate::ecc;
+use crate::ftl::segments::{dyn_quota, DynQuota, SegmentGeometry};
 use crate::ftl::{build_ftl, FlashOp, Ftl, FtlError, Purpose, UnitWrite, WriteOutcome};
 use crate::nand::store::UnitStore;
 use crate::nand::timing::Timeline;
 use crate::nand::Geometry;
 use crate::placement::allocation::{plane_allocator, PlaneAllocator};
-use crate::placement::{PlacementError, PlacementTable};
+use crate::placement::{sea_handles, PlacementError, PlacementTable};
 use crate::request::{HostRequest, Op, SourceError};
-use crate::stats::{FlashCounters, RequestLogRow, TimeSeries};
+use crate::stats::{FlashCounters, RequestLogRow, SeaReportInputs, SeriesCounters, TimeSeries};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::cmp::Reverse;
@@ -65,6 +66,13 @@ pub enum DeviceError {
     },
     #[error("{0}")]
     Run(&'static str),
+    #[error(
+        "SEA-SSD hints need distinct dyn and stat handles, but placement.sea_dyn_handle and \
+         placement.sea_stat_handle both resolve to handle {handle} with placement.handles = \
+         {handles}: set placement.handles to 2 or more (or placement.honor_hints = false to \
+         ignore the hints)"
+    )]
+    SeaHandles { handle: u32, handles: u32 },
 }
 
 /// Outcome of one request.
@@ -118,6 +126,17 @@ struct PageTxn {
     plane: u32,
     ppa: u32,
     ready_ns: u64,
+}
+
+/// SEA-SSD hints received, honoured or not (the `received` figures of `ssd.sea`).
+#[derive(Debug, Clone, Copy, Default)]
+struct SeaReceived {
+    settings: u64,
+    wal_bytes: u64,
+    cache_bytes: u64,
+    /// The quota of the last settings hint honoured.
+    quota: Option<DynQuota>,
+    predicted_units: u64,
 }
 
 /// Flash work done for the request being processed (per-request log).
@@ -175,6 +194,7 @@ pub struct Device {
     /// Host-link time of one full page (the common case, without a division).
     page_link_ns: u64,
     work: RequestWork,
+    sea: SeaReceived,
     run: Option<Box<run::RunState>>,
     /// The event engine of a run whose scheduling is not plain FCFS reservation.
     engine: Option<Box<engine::Engine>>,
@@ -243,6 +263,7 @@ impl Device {
             bg_cursor: 0,
             page_link_ns,
             work: RequestWork::default(),
+            sea: SeaReceived::default(),
             run: None,
             engine: None,
         }
@@ -316,25 +337,7 @@ impl Device {
         if req.op == Op::Flush {
             return Ok(());
         }
-        if req.length == 0 {
-            return Err(DeviceError::ZeroLength {
-                op: req.op.as_str(),
-                offset: req.offset,
-            });
-        }
-        let capacity = self.derived.logical_bytes;
-        if req
-            .offset
-            .checked_add(req.length)
-            .is_none_or(|end| end > capacity)
-        {
-            return Err(DeviceError::OutOfRange {
-                offset: req.offset,
-                length: req.length,
-                capacity,
-            });
-        }
-        Ok(())
+        self.check_extent(req.op.as_str(), req.offset, req.length)
     }
 
     /// Submit one request at the current simulated time, run it to completion and advance the
@@ -401,6 +404,118 @@ impl Device {
     /// Move the clock forward (idle time, in which background GC may run).
     pub fn advance_to(&mut self, time_ns: u64) {
         self.now_ns = self.now_ns.max(time_ns);
+    }
+
+    /// SEA-SSD settings hint: the storage engine's WAL (redo log) and cache (buffer pool)
+    /// sizes, which size the `dyn` segment (see `ftl::segments`). Untimed. With
+    /// `placement.honor_hints = false` it is only counted.
+    pub fn sea_settings(&mut self, wal_bytes: u64, cache_bytes: u64) -> Result<(), DeviceError> {
+        let honor = self.config.placement.honor_hints;
+        if honor {
+            self.check_sea_handles()?;
+        }
+        self.sea.settings += 1;
+        self.sea.wal_bytes = wal_bytes;
+        self.sea.cache_bytes = cache_bytes;
+        if !honor {
+            return Ok(());
+        }
+        let quota = dyn_quota(
+            &self.config.sea,
+            wal_bytes,
+            cache_bytes,
+            &SegmentGeometry::new(&self.config, &self.derived),
+        );
+        self.sea.quota = Some(quota);
+        self.ftl.sea_size(quota.blocks_per_plane);
+        Ok(())
+    }
+
+    /// SEA-SSD prediction hint: the logical units of bytes `offset..offset + length` will be
+    /// written soon (a page entering the engine's flush list; in SQLite, a page in the WAL).
+    /// Untimed. With `placement.honor_hints = false` it is only counted.
+    pub fn sea_predict(&mut self, offset: u64, length: u64) -> Result<(), DeviceError> {
+        self.check_extent("sea_predict", offset, length)?;
+        let honor = self.config.placement.honor_hints;
+        if honor {
+            self.check_sea_handles()?;
+        }
+        let (first, units) = span_count_bytes(offset, length, self.unit_bytes);
+        self.sea.predicted_units += units;
+        if honor {
+            for unit in first..first + units {
+                self.ftl.sea_predict(unit);
+            }
+        }
+        Ok(())
+    }
+
+    /// SEA hints act on segments, which need two distinct handles.
+    fn check_sea_handles(&self) -> Result<(), DeviceError> {
+        let (dyn_handle, stat_handle) = sea_handles(&self.config.placement);
+        if dyn_handle == stat_handle {
+            return Err(DeviceError::SeaHandles {
+                handle: dyn_handle,
+                handles: self.config.placement.handles,
+            });
+        }
+        Ok(())
+    }
+
+    /// The data a read of `offset..offset + length` would return now (unwritten bytes read
+    /// as zeros), without timing it: no flash work, no statistics, no clock change. For hosts
+    /// that inspect the device's contents, such as a coupling that simulates a crash. Needs a
+    /// device that stores data.
+    pub fn peek(&self, offset: u64, length: u64) -> Result<Vec<u8>, DeviceError> {
+        self.check_extent("peek", offset, length)?;
+        if self.store.is_none() {
+            return Err(DeviceError::NoDataStore);
+        }
+        let mut out = vec![0u8; length as usize];
+        self.peek_into(offset, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Device::peek`] into a buffer the caller allocated: its length is the extent's.
+    pub fn peek_into(&self, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        let length = out.len() as u64;
+        self.check_extent("peek", offset, length)?;
+        let store = self.store.as_ref().ok_or(DeviceError::NoDataStore)?;
+        let (first, units) = span_count_bytes(offset, length, self.unit_bytes);
+        for unit in first..first + units {
+            let start = unit * self.unit_bytes;
+            let lo = offset.max(start);
+            let hi = (offset + length).min(start + self.unit_bytes);
+            let dst = &mut out[(lo - offset) as usize..(hi - offset) as usize];
+            match self.ftl.mapped(unit).and_then(|pu| store.get(pu)) {
+                Some(data) => {
+                    dst.copy_from_slice(&data[(lo - start) as usize..(hi - start) as usize])
+                }
+                None => dst.fill(0),
+            }
+        }
+        Ok(())
+    }
+
+    /// A byte extent a call names must be non-empty and inside the device.
+    pub fn check_extent(
+        &self,
+        op: &'static str,
+        offset: u64,
+        length: u64,
+    ) -> Result<(), DeviceError> {
+        if length == 0 {
+            return Err(DeviceError::ZeroLength { op, offset });
+        }
+        let capacity = self.derived.logical_bytes;
+        if offset.checked_add(length).is_none_or(|end| end > capacity) {
+            return Err(DeviceError::OutOfRange {
+                offset,
+                length,
+                capacity,
+            });
+        }
+        Ok(())
     }
 
     /// Speed hint from the run loop: `req` will be issued soon. Stage 1 fetches its mapping
@@ -1213,6 +1328,7 @@ impl Device {
             log.clear();
         }
         self.requests_seen = 0;
+        self.sea.predicted_units = 0;
         self.now_ns = 0;
         self.link_in_free_ns = 0;
         self.link_out.reset();
@@ -1263,6 +1379,16 @@ impl Device {
             die_busy_ns: &self.timeline.busy_per_die_ns,
             page_bytes: self.page_size(),
             mapping_unit_bytes: self.unit_bytes as u32,
+            sea: SeaReportInputs {
+                honor_hints: self.config.placement.honor_hints,
+                planes: self.derived.planes,
+                settings_received: self.sea.settings,
+                wal_bytes: self.sea.wal_bytes,
+                cache_bytes: self.sea.cache_bytes,
+                quota: self.sea.quota,
+                predicted_units_received: self.sea.predicted_units,
+                state: self.ftl.sea_state(),
+            },
         })
     }
 
@@ -1328,28 +1454,35 @@ fn request_log_row(
     row
 }
 
-/// The FTL counters the time series tracks: host pages, flash pages, GC moves, erases.
-pub(crate) fn series_counters(ftl: &dyn Ftl) -> [u64; 4] {
+/// The FTL counters the time series tracks: host bytes, flash pages, GC pages, erases, and
+/// the SEA segments' blocks in use.
+pub(crate) fn series_counters(ftl: &dyn Ftl) -> SeriesCounters {
     let c = ftl.counters();
+    let sea = ftl.sea_state();
     [
         c.host_bytes_written,
         c.flash_pages_programmed(),
         c.gc_pages_programmed,
         c.erases,
+        sea.dyn_blocks,
+        sea.stat_blocks,
     ]
 }
 
 /// The first mapping unit (or page) of `unit_bytes` that `req` touches, and how many.
 #[inline]
 fn span_count(req: &HostRequest, unit_bytes: u64) -> (u64, u64) {
-    let first = req.offset / unit_bytes;
-    if req.length == 0 {
+    span_count_bytes(req.offset, req.length, unit_bytes)
+}
+
+/// The first unit of `unit_bytes` that bytes `offset..offset + length` touch, and how many.
+#[inline]
+fn span_count_bytes(offset: u64, length: u64, unit_bytes: u64) -> (u64, u64) {
+    let first = offset / unit_bytes;
+    if length == 0 {
         return (first, 0);
     }
-    (
-        first,
-        (req.offset + req.length - 1) / unit_bytes - first + 1,
-    )
+    (first, (offset + length - 1) / unit_bytes - first + 1)
 }
 
 /// Byte range [lo, hi) of unit (or page) `lpa` of `page` bytes that request `req` covers,

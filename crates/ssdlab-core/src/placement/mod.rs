@@ -32,6 +32,15 @@ pub struct HandleCounters {
     pub media_bytes_erased: u64,
 }
 
+/// The (dyn, stat) handles of SEA-SSD's classes, clamped to the last handle.
+pub fn sea_handles(config: &PlacementConfig) -> (u32, u32) {
+    let last = config.handles - 1;
+    (
+        config.sea_dyn_handle.min(last),
+        config.sea_stat_handle.min(last),
+    )
+}
+
 #[derive(Debug, Clone)]
 pub struct PlacementTable {
     honor_hints: bool,
@@ -48,12 +57,13 @@ impl PlacementTable {
         for (slot, &handle) in write_life.iter_mut().zip(&config.write_life_handles) {
             *slot = handle.min(last);
         }
+        let (sea_dyn, sea_stat) = sea_handles(config);
         PlacementTable {
             honor_hints: config.honor_hints,
             handles: config.handles,
             write_life,
-            sea_dyn: config.sea_dyn_handle.min(last),
-            sea_stat: config.sea_stat_handle.min(last),
+            sea_dyn,
+            sea_stat,
         }
     }
 

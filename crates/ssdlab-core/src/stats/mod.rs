@@ -6,7 +6,7 @@
 
 mod report;
 
-pub use report::{job_json, ssd_json, SsdReportInputs};
+pub use report::{job_json, ssd_json, SeaReportInputs, SsdReportInputs};
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -284,6 +284,11 @@ pub struct FlashCounters {
     pub suspensions: u64,
 }
 
+/// What the device reports to the time series when an interval closes: cumulative host bytes
+/// written, flash pages programmed, GC pages programmed and erases (each row gets the deltas),
+/// then the SEA `dyn` and `stat` blocks in use (gauges: each row gets the value at its end).
+pub type SeriesCounters = [u64; 6];
+
 /// One interval of the time series.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct IntervalRow {
@@ -302,6 +307,10 @@ pub struct IntervalRow {
     pub erases: u64,
     /// Media bytes programmed over host bytes written in this interval (0 without writes).
     pub waf: f64,
+    /// SEA-SSD segment sizes at the end of the interval: blocks in use of the `dyn` handle and
+    /// of the others (`stat`).
+    pub dyn_blocks: u64,
+    pub stat_blocks: u64,
     #[serde(skip)]
     page_bytes: u64,
     #[serde(skip)]
@@ -332,6 +341,9 @@ impl IntervalRow {
         self.flash_pages_programmed += other.flash_pages_programmed;
         self.gc_pages_programmed += other.gc_pages_programmed;
         self.erases += other.erases;
+        // Gauges: the later row's end is the merged row's end.
+        self.dyn_blocks = other.dyn_blocks;
+        self.stat_blocks = other.stat_blocks;
         self.update_means();
     }
 
@@ -367,9 +379,8 @@ pub struct TimeSeries {
     max_rows: usize,
     pub rows: Vec<IntervalRow>,
     current: IntervalRow,
-    /// FTL counters (host bytes, flash pages, GC pages, erases) when the current row was last
-    /// closed: the deltas since then belong to it.
-    baseline: [u64; 4],
+    /// FTL counters when the current row was last closed: the deltas since then belong to it.
+    baseline: SeriesCounters,
     /// Bytes of a flash page (for each row's write amplification).
     page_bytes: u64,
 }
@@ -421,7 +432,7 @@ impl TimeSeries {
         is_read: bool,
         bytes: u64,
         latency_ns: u64,
-        counters: impl FnOnce() -> [u64; 4],
+        counters: impl FnOnce() -> SeriesCounters,
     ) {
         if self.interval_ns == 0 {
             return;
@@ -445,7 +456,7 @@ impl TimeSeries {
 
     /// End the current row with the counters now; keep it if anything happened in it. A row
     /// for an interval that already has one (after [`TimeSeries::flush`]) merges into it.
-    fn close(&mut self, counters: [u64; 4]) {
+    fn close(&mut self, counters: SeriesCounters) {
         let start_ns = self.current.start_ns;
         let mut row = std::mem::replace(
             &mut self.current,
@@ -459,6 +470,8 @@ impl TimeSeries {
         row.flash_pages_programmed += counters[1] - self.baseline[1];
         row.gc_pages_programmed += counters[2] - self.baseline[2];
         row.erases += counters[3] - self.baseline[3];
+        row.dyn_blocks = counters[4];
+        row.stat_blocks = counters[5];
         self.baseline = counters;
         if row.is_empty() {
             return;
@@ -499,7 +512,7 @@ impl TimeSeries {
     }
 
     /// Close the partial interval so that the rows cover everything recorded.
-    pub fn flush(&mut self, counters: [u64; 4]) {
+    pub fn flush(&mut self, counters: SeriesCounters) {
         if self.interval_ns > 0 {
             self.close(counters);
         }
@@ -654,10 +667,15 @@ mod tests {
     #[test]
     fn time_series_rows_cover_intervals_with_activity() {
         let mut ts = TimeSeries::new(100);
-        ts.record(5, true, 4096, 10, || [0, 0, 0, 0]);
-        ts.record(150, false, 4096, 30, || [1, 1, 0, 0]);
-        ts.record(370, false, 4096, 50, || [3, 5, 2, 1]);
-        ts.flush([3, 5, 2, 1]);
+        ts.record(5, true, 4096, 10, || [0, 0, 0, 0, 0, 0]);
+        ts.record(150, false, 4096, 30, || [1, 1, 0, 0, 0, 0]);
+        ts.record(370, false, 4096, 50, || [3, 5, 2, 1, 7, 9]);
+        ts.flush([3, 5, 2, 1, 8, 9]);
+        // Segment sizes are gauges: each row has the value at its end.
+        assert_eq!(
+            ts.rows.iter().map(|r| r.dyn_blocks).collect::<Vec<_>>(),
+            vec![0, 7, 8]
+        );
         // The interval 200..300 saw nothing: it has no row.
         let starts: Vec<u64> = ts.rows.iter().map(|r| r.start_ns).collect();
         assert_eq!(starts, vec![0, 100, 300]);
@@ -674,8 +692,8 @@ mod tests {
             5
         );
         // A completion after a flush, in the flushed interval, joins its row.
-        ts.record(390, true, 4096, 20, || [3, 5, 2, 1]);
-        ts.flush([3, 5, 2, 1]);
+        ts.record(390, true, 4096, 20, || [3, 5, 2, 1, 0, 0]);
+        ts.flush([3, 5, 2, 1, 0, 0]);
         assert_eq!(ts.rows.len(), 3);
         assert_eq!((ts.rows[2].reads, ts.rows[2].writes), (1, 1));
     }
@@ -685,9 +703,9 @@ mod tests {
         // Two completions a week apart at 10 ms intervals: two rows, not 60 million.
         let week_ns = 7 * 24 * 3600 * 1_000_000_000u64;
         let mut ts = TimeSeries::new(10_000_000);
-        ts.record(1_000, false, 4096, 1_000, || [0; 4]);
-        ts.record(week_ns, false, 4096, 1_000, || [1, 1, 0, 0]);
-        ts.flush([2, 2, 0, 0]);
+        ts.record(1_000, false, 4096, 1_000, || [0; 6]);
+        ts.record(week_ns, false, 4096, 1_000, || [1, 1, 0, 0, 0, 0]);
+        ts.flush([2, 2, 0, 0, 0, 0]);
         assert_eq!(ts.rows.len(), 2);
         assert_eq!(ts.rows[1].start_ns, week_ns - week_ns % 10_000_000);
     }
@@ -698,9 +716,11 @@ mod tests {
         let mut pages = 0u64;
         for t in 0..100_000u64 {
             pages += 1;
-            ts.record(t, t % 3 == 0, 512, t % 7, || [pages - 1, pages - 1, 0, 0]);
+            ts.record(t, t % 3 == 0, 512, t % 7, || {
+                [pages - 1, pages - 1, 0, 0, 0, 0]
+            });
         }
-        ts.flush([pages, pages, 0, 0]);
+        ts.flush([pages, pages, 0, 0, 0, 0]);
         assert!(ts.rows.len() < 64, "{} rows", ts.rows.len());
         let width = ts.interval_ns();
         // 100 000 ns in fewer than 64 rows: 10 ns doubled 8 times (39 rows of 2560 ns).

@@ -6,7 +6,8 @@
 //! to whole milliseconds for compatibility.
 
 use super::{JobStats, LatencyStats, OpStats, FIO_PERCENTILES};
-use crate::ftl::FtlCounters;
+use crate::ftl::segments::DynQuota;
+use crate::ftl::{FtlCounters, SeaState};
 use crate::placement::HandleCounters;
 use crate::stats::FlashCounters;
 use serde_json::{json, Map, Value};
@@ -86,6 +87,49 @@ pub struct SsdReportInputs<'a> {
     pub die_busy_ns: &'a [u64],
     pub page_bytes: u32,
     pub mapping_unit_bytes: u32,
+    pub sea: SeaReportInputs,
+}
+
+/// The SEA-SSD hints a device received and what they did (`ssd.sea`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SeaReportInputs {
+    pub honor_hints: bool,
+    pub planes: u32,
+    /// Settings hints received, and the sizes of the last one.
+    pub settings_received: u64,
+    pub wal_bytes: u64,
+    pub cache_bytes: u64,
+    /// The dyn quota of the last settings hint the device honoured.
+    pub quota: Option<DynQuota>,
+    /// Logical units named by prediction hints received (honoured or not).
+    pub predicted_units_received: u64,
+    pub state: SeaState,
+}
+
+fn sea_json(sea: &SeaReportInputs) -> Value {
+    let c = &sea.state.counters;
+    let quota = sea.quota;
+    json!({
+        "honor_hints": sea.honor_hints,
+        "settings": {
+            "received": sea.settings_received,
+            "wal_bytes": sea.wal_bytes,
+            "cache_bytes": sea.cache_bytes,
+            "requested_blocks": quota.map(|q| q.requested_blocks),
+            "dyn_quota_blocks": quota.map(|q| q.blocks_per_plane as u64 * sea.planes as u64),
+            "dyn_quota_blocks_per_plane": quota.map(|q| q.blocks_per_plane),
+            "clamped": quota.map(|q| q.clamped),
+        },
+        "dyn_blocks": sea.state.dyn_blocks,
+        "stat_blocks": sea.state.stat_blocks,
+        "predictions": {
+            "received_units": sea.predicted_units_received,
+            "came_true_units": c.came_true_units,
+            "expired_units": c.expired_units,
+            "migrated_units": c.migrated_units,
+            "in_table_units": sea.state.predicted_in_table,
+        },
+    })
 }
 
 /// Write amplification: media bytes over host bytes (0 before any write).
@@ -196,6 +240,7 @@ pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
             "waf": waf(totals.media_bytes_written, totals.host_bytes_written),
         }},
         "flash": r.flash,
+        "sea": sea_json(&r.sea),
         "trimmed_units": r.ftl.trimmed_units,
         "ftl": r.ftl_name,
         "sim_time_ns": r.sim_time_ns,
