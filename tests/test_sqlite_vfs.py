@@ -906,6 +906,19 @@ def test_hints_reach_a_sea_device():
     con.close()
 
 
+def test_a_generic_device_refuses_sea_hints_and_the_database_works_on():
+    dev = tiny_device()  # one placement handle: no dyn/stat segments
+    con = sq.connect(dev, "g.db", cpu="zero")
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (?)", [(1,)] * 100)
+    con.commit()
+    stats = con.stats()
+    assert "placement.handles" in stats["hints_refused"]
+    assert (stats["hints"]["settings"], stats["hints"]["predictions"]) == (0, 0)
+    assert con.execute("SELECT count(*) FROM t").fetchone() == (100,)
+    con.close()
+
+
 @needs_peek
 def test_the_device_holds_exactly_what_the_vfs_wrote():
     dev = tiny_device()
