@@ -446,6 +446,20 @@ def test_sea_predictions_and_settings_go_to_the_device_and_are_counted():
     assert (hinter.counters.settings, hinter.counters.predictions) == (1, 1)
 
 
+def test_sea_hinter_stops_when_the_device_refuses_sea_hints():
+    class Refusing(FakeSeaDevice):
+        def sea_settings(self, *, wal_bytes: int, cache_bytes: int) -> None:
+            raise ssdlab.DeviceError("sea hints need two distinct placement handles")
+
+    fake = Refusing()
+    hinter = SeaHinter(fake)
+    hinter.settings(wal_bytes=1, cache_bytes=1)
+    hinter.predict(0, 4096)
+    assert "placement handles" in hinter.refused
+    assert fake.calls == []
+    assert (hinter.counters.settings, hinter.counters.predictions) == (0, 0)
+
+
 def test_sea_hinter_without_device_support_sends_nothing():
     hinter = SeaHinter(object())
     hinter.settings(wal_bytes=1, cache_bytes=1)
@@ -889,6 +903,19 @@ def test_hints_reach_a_sea_device():
     assert sea["predictions"]["received_units"] == hints["predictions"]  # one 4 KiB unit each
     assert hints["dyn"] > 0
     assert hints["stat"] > 0
+    con.close()
+
+
+def test_a_generic_device_refuses_sea_hints_and_the_database_works_on():
+    dev = tiny_device()  # one placement handle: no dyn/stat segments
+    con = sq.connect(dev, "g.db", cpu="zero")
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (?)", [(1,)] * 100)
+    con.commit()
+    stats = con.stats()
+    assert "placement.handles" in stats["hints_refused"]
+    assert (stats["hints"]["settings"], stats["hints"]["predictions"]) == (0, 0)
+    assert con.execute("SELECT count(*) FROM t").fetchone() == (100,)
     con.close()
 
 

@@ -37,9 +37,10 @@ the clock by that wall time times ``cpu_factor`` (everything the host did: SQLit
 Python and the application's code), ``cpu="zero"`` adds nothing. :meth:`Connection.clock_ns`
 is the simulated time.
 
-**Checkpoints.** The connection checkpoints the WAL once it exceeds ``wal_limit_bytes`` (after
-the call that grew it, with no transaction open) rather than SQLite inside COMMIT, so that a
-checkpoint that fails (device full) never reports a successful commit as failed.
+**Checkpoints.** The connection checkpoints the WAL once more than ``wal_limit_bytes`` were
+written to it since its last checkpoint (after the call that wrote them, with no transaction
+open) rather than SQLite inside COMMIT, so that a checkpoint that fails (device full) never
+reports a successful commit as failed.
 
 **Deallocation.** WAL: when SQLite restarts the WAL (a new header over an old log, which SQLite
 does only once every frame is checkpointed) the old frames are trimmed; when it truncates or
@@ -164,9 +165,9 @@ def connect(
         cpu_factor: scale of the wall time under ``cpu="wall"``.
         page_size: SQLite page size of a new database (a power of two, 512 .. 65536).
         cache_bytes: SQLite's page cache (``PRAGMA cache_size``).
-        wal_limit_bytes: the WAL size past which the connection checkpoints (after the call
-            that grew it, when no transaction is open) and to which SQLite truncates the WAL
-            afterwards (``journal_size_limit``).
+        wal_limit_bytes: the WAL bytes written after which the connection checkpoints (after
+            the call that wrote them, when no transaction is open), and the size to which
+            SQLite truncates the WAL afterwards (``journal_size_limit``).
         journal_mode: ``"wal"`` (default), ``"delete"``, ``"truncate"`` or ``"persist"``.
         synchronous: ``"full"`` (default), ``"normal"`` or ``"off"``.
         sea_recent_checkpoints: a page rewritten within this many checkpoints is ``dyn``.

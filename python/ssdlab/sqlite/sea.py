@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ssdlab.errors import DeviceError
+
 #: The hint dicts the core takes, built once: a write carries one of these two objects.
 DYN: dict[str, Any] = {"sea_class": "dyn"}
 STAT: dict[str, Any] = {"sea_class": "stat"}
@@ -88,6 +90,9 @@ class SeaHinter:
         self._device = device
         self._has_predict = hasattr(device, "sea_predict")
         self._has_settings = hasattr(device, "sea_settings")
+        #: Why the device refused prediction and settings hints (then no more are sent), e.g.
+        #: a configuration without distinct dyn and stat placement handles.
+        self.refused: str | None = None
 
     @property
     def can_predict(self) -> bool:
@@ -96,10 +101,9 @@ class SeaHinter:
 
     def settings(self, *, wal_bytes: int, cache_bytes: int) -> None:
         """Send the settings hint (at open): the WAL size limit and the page cache size."""
-        if not self._has_settings:
-            return
-        self._device.sea_settings(wal_bytes=wal_bytes, cache_bytes=cache_bytes)
-        self.counters.settings += 1
+        if self._has_settings and self._send("sea_settings", wal_bytes=wal_bytes,
+                                             cache_bytes=cache_bytes):  # fmt: skip
+            self.counters.settings += 1
 
     def log_write(self) -> dict[str, Any]:
         """The hint of a WAL, journal or temporary-file write: always ``dyn``."""
@@ -141,7 +145,17 @@ class SeaHinter:
 
     def predict(self, offset: int, length: int) -> None:
         """Send a prediction hint for a device range (a database page named by a WAL frame)."""
-        if not self._has_predict:
-            return
-        self._device.sea_predict(offset, length)
-        self.counters.predictions += 1
+        if self._has_predict and self._send("sea_predict", offset, length):
+            self.counters.predictions += 1
+
+    def _send(self, method: str, *args: Any, **kwargs: Any) -> bool:
+        """Call the device; a device that refuses SEA hints is sent no more of them (its
+        refusal is kept in :attr:`refused`), as the engine of a drive without the feature
+        would stop."""
+        try:
+            getattr(self._device, method)(*args, **kwargs)
+        except DeviceError as error:
+            self.refused = f"{method}: {error}"
+            self._has_predict = self._has_settings = False
+            return False
+        return True
