@@ -409,13 +409,15 @@ def test_reproduce_seassd_quick_runs_the_study_and_its_ablation(tmp_path):
         assert pair["oltp.device_write_bytes"].nunique() == 1
         assert pair["oltp.device_read_bytes"].nunique() == 1
     # The paper's claim, deterministic for this seed: sysbench's hinted device copies less in
-    # GC, erases less and commits more transactions per second.
+    # GC and erases less, and where spare space is scarce it commits more transactions per
+    # second (at 7 % OP: WAF 3.00 -> 2.05, 43 -> 58 transactions/s).
     s2 = frame[frame["workload"] == "S2"].set_index(["geometry.over_provisioning", "hints"])
     for op in (0.07, 0.33):
         hinted, plain = s2.loc[(op, True)], s2.loc[(op, False)]
-        assert hinted["waf"] < plain["waf"]
+        assert hinted["waf"] < 0.9 * plain["waf"]
         assert hinted["flash.erases"] < plain["flash.erases"]
-        assert hinted["oltp.transactions_per_s"] > plain["oltp.transactions_per_s"]
+    hinted, plain = s2.loc[(0.07, True)], s2.loc[(0.07, False)]
+    assert hinted["oltp.transactions_per_s"] > 1.1 * plain["oltp.transactions_per_s"]
     ablation = ssdlab.load_results(out / "seassd-ablation")
     assert list(ablation.sort_values("hints")["hints"]) == sorted(
         ["none", "classify", "classify+predict", "all"]
