@@ -73,6 +73,7 @@ bench: test-deps build ## build, then run the simulator, workload, NBD, sweep, O
 	$(BIN)/python benches/sweep_bench.py
 	$(BIN)/python benches/oltp_bench.py
 	$(BIN)/python benches/sqlite_bench.py
+	$(BIN)/python benches/tpcc_coupling_bench.py
 	@$(BIN)/pytest -m bench -q || { status=$$?; [ $$status -eq 5 ] || exit $$status; }
 
 lint: venv test-deps ## check formatting and lints: cargo fmt, clippy (warnings are errors), ruff

@@ -26,3 +26,15 @@ def test_sqlite_bench_tiny(capsys):
             f"\n  sqlite tiny: {ours.wall_s:.3f} s on the device vs {default.wall_s:.3f} s on "
             f"/dev/shm; VFS {ours.vfs_ns_per_io / 1000:.2f} us per I/O"
         )
+
+
+@pytest.mark.bench
+def test_tpcc_coupling_bench_tiny(capsys):
+    bench = load_bench("tpcc_coupling_bench")
+    with capsys.disabled():
+        result = bench.main(["--population", "0.02", "--transactions", "100"])
+    # main() exits when the databases differ; here the figures must be sane, not on target.
+    assert result["io_calls"] > 0
+    assert result["tmpfs_s"] > 0
+    assert result["device_s"] > 0
+    assert 0 < result["vfs_us_per_io"] < 10_000

@@ -1,0 +1,172 @@
+"""TPC-C through the SQLite coupling: is the coupling the bottleneck?
+
+The same TPC-C load and run (same seeds, one warehouse at ``--population``) twice in one
+sitting: on SQLite's default VFS with the database in ``/dev/shm`` (tmpfs; WAL,
+``synchronous=FULL``; APSW's SQLite, the one the coupling uses -- the standard library's is an
+older release whose floating-point sums differ in the last digit -- behind the smallest PEP 249
+shim the workloads need), and through ``ssdlab.sqlite`` on the
+``seassd`` preset's cells with data kept and every SEA-SSD hint on (``cpu="zero"``). Reported:
+the run's wall time on each and their ratio (target <= 1.5x), TPC-C transactions per wall
+second on each, the coupling's own time per I/O (``vfs_ns_per_io``, target < 10 us) and the
+device simulation's time per I/O beside it. The two databases must end with the same contents
+(a digest of every table), so the coupling changes timing only.
+
+Run with ``make bench`` (or ``python benches/tpcc_coupling_bench.py [--transactions N]``);
+``tests/test_sqlite_bench.py`` runs it tiny.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from typing import Any
+
+import apsw
+
+import ssdlab
+import ssdlab.sqlite
+from ssdlab import oltp
+
+TABLES = ("warehouse", "district", "customer", "history", "new_order", "orders", "order_line",
+          "item", "stock")  # fmt: skip
+
+#: The seassd preset's MLC cells on 2 dies x 2 planes (149 MiB logical).
+DEVICE_OVERRIDES = {
+    "geometry.channels": 2,
+    "geometry.chips_per_channel": 1,
+    "geometry.blocks_per_plane": 160,
+    "geometry.pages_per_block": 32,
+}
+
+
+class PlainCursor:
+    """An APSW cursor with PEP 249's ``description`` also for statements that return no rows
+    (caught as each statement starts, as ``ssdlab.sqlite`` does)."""
+
+    def __init__(self, raw: apsw.Connection) -> None:
+        self.cursor = raw.cursor()
+        self.cursor.exec_trace = self._started
+        self.description: tuple[tuple[Any, ...], ...] | None = None
+        self.rows: Any = iter(())
+
+    def _started(self, cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+        self.description = tuple((name, *[None] * 6) for name, _ in cursor.get_description())
+        return True
+
+    def execute(self, sql: str, params: Any = ()) -> PlainCursor:
+        self.description = None
+        self.rows = iter(self.cursor.execute(sql, params))
+        return self
+
+    def executemany(self, sql: str, rows: Any) -> PlainCursor:
+        for _ in self.cursor.executemany(sql, rows):
+            pass
+        self.rows = iter(())
+        return self
+
+    def fetchone(self) -> Any:
+        return next(self.rows, None)
+
+    def fetchall(self) -> list[Any]:
+        return list(self.rows)
+
+    def __iter__(self) -> Any:
+        return self.rows
+
+
+class PlainConnection:
+    """APSW on the default VFS with what the workloads call: ``cursor``, ``execute``,
+    ``executemany``, ``commit`` and ``rollback`` (the workloads send BEGIN themselves)."""
+
+    def __init__(self, path: str) -> None:
+        self.raw = apsw.Connection(path)
+
+    def cursor(self) -> PlainCursor:
+        return PlainCursor(self.raw)
+
+    def execute(self, sql: str, params: Any = ()) -> PlainCursor:
+        return self.cursor().execute(sql, params)
+
+    def executemany(self, sql: str, rows: Any) -> PlainCursor:
+        return self.cursor().executemany(sql, rows)
+
+    def commit(self) -> None:
+        if not self.raw.get_autocommit():
+            self.raw.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if not self.raw.get_autocommit():
+            self.raw.execute("ROLLBACK")
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def on_tmpfs(population: float, transactions: int) -> tuple[float, str]:
+    folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with tempfile.TemporaryDirectory(prefix="ssdlab-tpcc-", dir=folder) as tmp:
+        conn = PlainConnection(os.path.join(tmp, "tpcc.db"))
+        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        wl = oltp.load("tpcc", conn, seed=1, warehouses=1, population=population)
+        started = time.perf_counter()
+        oltp.run(wl, conn, clock=time.perf_counter_ns, seed=2, transactions=transactions)
+        wall = time.perf_counter() - started
+        digest = oltp.content_digest(conn, TABLES)
+        conn.close()
+    return wall, digest
+
+
+def on_device(population: float, transactions: int) -> tuple[float, str, dict]:
+    dev = ssdlab.Device("seassd", store_data=True, seed=1, overrides=DEVICE_OVERRIDES)
+    conn = ssdlab.sqlite.connect(dev, "tpcc.db", hints=True, cpu="zero")
+    wl = oltp.load("tpcc", conn, seed=1, warehouses=1, population=population)
+    before = conn.stats()["connection"]
+    started = time.perf_counter()
+    oltp.run(wl, conn, clock=conn.clock_ns, seed=2, transactions=transactions)
+    wall = time.perf_counter() - started
+    after = conn.stats()["connection"]
+    io = {k: after[k] - before[k] for k in ("io_calls", "vfs_ns", "device_ns")}
+    digest = oltp.content_digest(conn, TABLES)
+    conn.close()
+    return wall, digest, io
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--population", type=float, default=0.1)
+    parser.add_argument("--transactions", type=int, default=5_000)
+    args = parser.parse_args(argv)
+    base_s, base_digest = on_tmpfs(args.population, args.transactions)
+    dev_s, dev_digest, io = on_device(args.population, args.transactions)
+    if base_digest != dev_digest:
+        raise SystemExit("the two databases differ after the same transactions")
+    calls = max(io["io_calls"], 1)
+    result = {
+        "transactions": args.transactions,
+        "tmpfs_s": base_s,
+        "device_s": dev_s,
+        "ratio": dev_s / base_s,
+        "tmpfs_tps_wall": args.transactions / base_s,
+        "device_tps_wall": args.transactions / dev_s,
+        "io_calls": io["io_calls"],
+        "vfs_us_per_io": io["vfs_ns"] / calls / 1e3,
+        "device_us_per_io": io["device_ns"] / calls / 1e3,
+    }
+    print(
+        f"TPC-C, 1 warehouse at population {args.population}, {args.transactions} transactions\n"
+        f"  SQLite on tmpfs        {base_s:7.2f} s  {result['tmpfs_tps_wall']:8.0f} tx/wall s\n"
+        f"  ssdlab.sqlite (device) {dev_s:7.2f} s  {result['device_tps_wall']:8.0f} tx/wall s"
+        f"  ratio {result['ratio']:.2f}x (target <= 1.5x)\n"
+        f"  coupling per I/O {result['vfs_us_per_io']:.2f} us (target < 10 us), device "
+        f"simulation per I/O {result['device_us_per_io']:.2f} us, {io['io_calls']:,} I/O calls; "
+        "same database contents"
+    )
+    return result
+
+
+if __name__ == "__main__":
+    main()
