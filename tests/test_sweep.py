@@ -410,7 +410,7 @@ def test_reproduce_seassd_quick_runs_the_study_and_its_ablation(tmp_path):
         assert pair["oltp.device_read_bytes"].nunique() == 1
     # The paper's claim, deterministic for this seed: sysbench's hinted device copies less in
     # GC and erases less, and where spare space is scarce it commits more transactions per
-    # second (at 7 % OP: WAF 3.00 -> 2.05, 43 -> 58 transactions/s).
+    # second (at 7 % OP: WAF 2.68 -> 2.02, 51 -> 66 transactions/s).
     s2 = frame[frame["workload"] == "S2"].set_index(["geometry.over_provisioning", "hints"])
     for op in (0.07, 0.33):
         hinted, plain = s2.loc[(op, True)], s2.loc[(op, False)]
