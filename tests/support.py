@@ -68,3 +68,33 @@ def load_bench(name: str) -> ModuleType:
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+class PowerCut:
+    """Cuts the power of a SQLite store (``ssdlab.sqlite.store.DeviceStore``) at its
+    ``writes``-th device write: that write and every later one vanish, as everything not
+    synced does (``store.crash()``). Use as a context manager; ``happened`` says whether it
+    struck before the block ended."""
+
+    def __init__(self, store: object, writes: int) -> None:
+        self.store = store
+        self.left = writes
+        self._write = store.write  # type: ignore[attr-defined]
+
+    @property
+    def happened(self) -> bool:
+        return self.left <= 0
+
+    def _write_until_the_cut(self, stored: object, data: bytes, offset: int) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.store.crash()  # type: ignore[attr-defined]
+            return
+        self._write(stored, data, offset)
+
+    def __enter__(self) -> PowerCut:
+        self.store.write = self._write_until_the_cut  # type: ignore[attr-defined]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.write = self._write  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ import pytest
 import ssdlab
 from ssdlab.cli import main
 from ssdlab.db import HINT_KINDS, OltpSettings, parse_hints, run_oltp
+from support import PowerCut
 
 #: A small SEA-SSD device: 4 planes of 160 blocks of 32 MLC pages of 8 KiB (149 MiB logical).
 SMALL_SEA = {
@@ -156,28 +157,15 @@ def test_a_power_cut_during_tpcc_keeps_every_committed_transaction(seed):
         (total,) = connection.execute("SELECT sum(d_next_o_id) FROM district").fetchone()
         return total
 
-    store = _STORES[dev]
-    write = store.write
-    countdown = [rng.randrange(50, 3000)]
-
-    def write_until_the_power_cut(stored, data, offset):
-        countdown[0] -= 1
-        if countdown[0] == 0:
-            store.crash()  # this write and every later one vanish
-            return
-        write(stored, data, offset)
-
     committed = orders(con)
-    store.write = write_until_the_power_cut
-    try:
-        for txn in range(100_000):
-            oltp.run(wl, con, clock=con.clock_ns, seed=seed * 1_000_003 + txn, transactions=1)
-            committed = orders(con)
-    except sqlite.Error:
-        pass
-    finally:
-        store.write = write
-    assert countdown[0] <= 0, "the run ended before the power cut"
+    with PowerCut(_STORES[dev], rng.randrange(50, 3000)) as cut:
+        try:
+            for txn in range(100_000):
+                oltp.run(wl, con, clock=con.clock_ns, seed=seed * 1_000_003 + txn, transactions=1)
+                committed = orders(con)
+        except sqlite.Error:
+            pass
+    assert cut.happened, "the run ended before the power cut"
     con.close()
     after = sqlite.connect(dev, "tpcc.db", **options)
     assert after.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

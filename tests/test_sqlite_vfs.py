@@ -16,7 +16,7 @@ import ssdlab.sqlite as sq
 from ssdlab.sqlite.freelist import FreelistTracker
 from ssdlab.sqlite.sea import DYN, STAT, SeaHinter
 from ssdlab.sqlite.store import _STORES
-from support import PRESET, TINY_OVERRIDES
+from support import PRESET, TINY_OVERRIDES, PowerCut
 
 #: The statements both VFSs run; their query results must agree.
 SCRIPT = [
@@ -717,40 +717,27 @@ def test_a_power_cut_at_a_random_write_keeps_every_committed_transaction(
     may or may not."""
     columns = "k INTEGER PRIMARY KEY, v INTEGER, pad BLOB"
     rng, dev, con, options = crash_setup(seed, "cut.db", columns, 64 << 10, **mode)
-    store = _STORES[dev]
-    write = store.write
-    countdown = [rng.randrange(1, 1500)]
-
-    def write_until_the_power_cut(stored: Any, data: bytes, offset: int) -> None:
-        countdown[0] -= 1
-        if countdown[0] == 0:
-            store.crash()  # the handle is dead now: this write and all later ones vanish
-            return
-        write(stored, data, offset)
-
-    store.write = write_until_the_power_cut
     committed: dict[int, int] = {}
     in_doubt: dict[int, int] = {}
-    try:
-        for txn in range(10_000):
-            changes = {rng.randrange(300): txn for _ in range(rng.randrange(1, 10))}
-            for key, value in changes.items():
-                con.execute(
-                    "INSERT OR REPLACE INTO t VALUES (?, ?, zeroblob(?))",
-                    (key, value, 200 + 3 * key),
-                )
-            in_doubt = {**committed, **changes}
-            if rng.random() < 0.15:  # free pages: trims, and with auto_vacuum a shorter file
-                low = rng.randrange(300)
-                con.execute("DELETE FROM t WHERE k BETWEEN ? AND ?", (low, low + 60))
-                in_doubt = {k: v for k, v in in_doubt.items() if not low <= k <= low + 60}
-            con.commit()
-            committed = in_doubt
-    except sq.OperationalError:
-        pass
-    finally:
-        store.write = write
-    assert countdown[0] <= 0, "the workload ended before the power cut"
+    with PowerCut(_STORES[dev], rng.randrange(1, 1500)) as cut:
+        try:
+            for txn in range(10_000):
+                changes = {rng.randrange(300): txn for _ in range(rng.randrange(1, 10))}
+                for key, value in changes.items():
+                    con.execute(
+                        "INSERT OR REPLACE INTO t VALUES (?, ?, zeroblob(?))",
+                        (key, value, 200 + 3 * key),
+                    )
+                in_doubt = {**committed, **changes}
+                if rng.random() < 0.15:  # free pages: trims, with auto_vacuum a shorter file
+                    low = rng.randrange(300)
+                    con.execute("DELETE FROM t WHERE k BETWEEN ? AND ?", (low, low + 60))
+                    in_doubt = {k: v for k, v in in_doubt.items() if not low <= k <= low + 60}
+                con.commit()
+                committed = in_doubt
+        except sq.OperationalError:
+            pass
+    assert cut.happened, "the workload ended before the power cut"
     con.close()
     after = sq.connect(dev, "cut.db", **options)
     assert after.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
