@@ -47,16 +47,25 @@ class PlainCursor:
 
     def __init__(self, raw: apsw.Connection) -> None:
         self.cursor = raw.cursor()
-        self.cursor.exec_trace = self._started
-        self.description: tuple[tuple[Any, ...], ...] | None = None
+        # The trace writes into a list, not into self: a cursor -> trace -> self cycle would
+        # leave a dropped cursor's statement open until the cycle collector ran, and SQLite
+        # refuses to COMMIT while a statement is in progress.
+        columns: list[Any] = [None]
+        self._columns = columns
+
+        def started(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+            columns[0] = tuple((name, *[None] * 6) for name, _ in cursor.get_description())
+            return True
+
+        self.cursor.exec_trace = started
         self.rows: Any = iter(())
 
-    def _started(self, cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
-        self.description = tuple((name, *[None] * 6) for name, _ in cursor.get_description())
-        return True
+    @property
+    def description(self) -> tuple[tuple[Any, ...], ...] | None:
+        return self._columns[0]
 
     def execute(self, sql: str, params: Any = ()) -> PlainCursor:
-        self.description = None
+        self._columns[0] = None
         self.rows = iter(self.cursor.execute(sql, params))
         return self
 
