@@ -219,7 +219,8 @@ def render(result: dict[str, Any], device_name: str, console: Any = None) -> Non
     sea = ssd.get("sea")
     if isinstance(sea, dict):
         for key, value in _flat(sea):
-            rows.append((f"sea.{key}", f"{value:,}" if isinstance(value, int) else str(value)))
+            text = f"{value:,}" if type(value) is int else str(value).lower()  # bools: true
+            rows.append((f"sea.{key}", text))
     for label, value in rows:
         head.add_row(label, value)
     console.print(head)
