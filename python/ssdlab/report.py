@@ -294,16 +294,14 @@ def _markdown(table: MetricTable) -> list[str]:
     lines = [f"## {table.label}", ""]
     if table.plot is not None:
         lines += [f"![{table.label}]({table.plot.name})", ""]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "|".join(["---", *["---:"] * (len(header) - 1)]) + "|")
+    rows = []
     for x_value, cells in table.rows:
         row = [_fmt_value(x_value), *(_cell(cells.get(s)) for s in table.series)]
         if change:
             first, second = (cells.get(s) for s in table.series)
             row.append(_change(first, second))
-        lines.append("| " + " | ".join(row) + " |")
-    lines.append("")
-    return lines
+        rows.append(row)
+    return [*lines, *_table_lines(header, rows), ""]
 
 
 def _change(first: tuple[float, float, int] | None, second: tuple[float, float, int] | None) -> str:
@@ -314,57 +312,41 @@ def _change(first: tuple[float, float, int] | None, second: tuple[float, float, 
 
 def headline(report: Report) -> str:
     """Every metric of a report side by side in one markdown table (what ``reproduce``
-    prints): a row per x value; per metric, a column per series and, with two series, the
-    change from the first to the second. With more than one series axis, the first one's
-    values make the columns and the others join x in the rows (``0.07, T2``), so the table
-    stays as wide as the metrics times the first axis's values."""
+    prints): a row per x value; per metric, a column per value of the first series axis and,
+    with two of them, the change from the first to the second. Further series axes join x in
+    the rows (``0.07, T2``), so the table stays as wide as the metrics times the first axis's
+    values."""
     if not report.tables:
         return ""
-    if len(report.tables[0].series_keys) > 1:
-        return _headline_split(report)
     first = report.tables[0]
-    header = [first.x]
+    column_keys, row_keys = first.series_keys[:1], first.series_keys[1:]
+    columns = list(dict.fromkeys(values[:1] for values in first.series_values))
+    row_groups = list(dict.fromkeys(values[1:] for values in first.series_values))
+    change = len(columns) == 2
+    header = [", ".join([first.x, *row_keys])]
     for table in report.tables:
-        header += [f"{table.label}: {s}" for s in table.series]
-        if len(table.series) == 2:
+        header += [f"{table.label}: {_series_label(column_keys, c)}" for c in columns]
+        if change:
             header.append("change")
-    lines = ["| " + " | ".join(header) + " |"]
-    lines.append("|" + "|".join(["---", *["---:"] * (len(header) - 1)]) + "|")
-    for index, (x_value, _) in enumerate(first.rows):
-        row = [_fmt_value(x_value)]
-        for table in report.tables:
-            cells = table.rows[index][1]
-            row += [_cell(cells.get(s)) for s in table.series]
-            if len(table.series) == 2:
-                row.append(_change(*(cells.get(s) for s in table.series)))
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
-
-
-def _headline_split(report: Report) -> str:
-    first = report.tables[0]
-    column_values = list(dict.fromkeys(v[0] for v in first.series_values))
-    row_values = list(dict.fromkeys(v[1:] for v in first.series_values))
-    key = first.series_keys[0]
-    header = [", ".join([first.x, *first.series_keys[1:]])]
-    for table in report.tables:
-        header += [f"{table.label}: {key}={_fmt_value(c)}" for c in column_values]
-        if len(column_values) == 2:
-            header.append("change")
-    lines = ["| " + " | ".join(header) + " |"]
-    lines.append("|" + "|".join(["---", *["---:"] * (len(header) - 1)]) + "|")
-    for rest in row_values:
+    # Per table, the series label of each (column, row group) of axis values.
+    labels = [dict(zip(t.series_values, t.series, strict=True)) for t in report.tables]
+    rows = []
+    for rest in row_groups:
         for index, (x_value, _) in enumerate(first.rows):
             row = [", ".join(_fmt_value(v) for v in (x_value, *rest))]
-            for table in report.tables:
-                labels = {
-                    values: label
-                    for label, values in zip(table.series, table.series_values, strict=True)
-                }
+            for table, label_of in zip(report.tables, labels, strict=True):
                 cells = table.rows[index][1]
-                picked = [cells.get(labels.get((c, *rest), "")) for c in column_values]
+                picked = [cells.get(label_of.get((*c, *rest), "")) for c in columns]
                 row += [_cell(cell) for cell in picked]
-                if len(column_values) == 2:
+                if change:
                     row.append(_change(*picked))
-            lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+            rows.append(row)
+    return "\n".join(_table_lines(header, rows))
+
+
+def _table_lines(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A markdown table: the first column left-aligned, the figures right-aligned."""
+    lines = ["| " + " | ".join(header) + " |"]
+    lines.append("|" + "|".join(["---", *["---:"] * (len(header) - 1)]) + "|")
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
