@@ -17,6 +17,7 @@ import traceback
 from typing import Any
 
 from ssdlab.device import Device, RunResult
+from ssdlab.oltp import WORKLOADS
 
 
 def execute(task: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def _simulate(task: dict[str, Any]) -> RunResult | DatabaseRun:
         task["config_source"],
         seed=task["seed"],
         overrides=task["overrides"],
-        store_data=kind in ("tpcc", "sysbench"),  # the database's pages must read back
+        store_data=kind in WORKLOADS,  # a database's pages must read back
     )
     if task["precondition_passes"] is not None:
         device.precondition(task["precondition_passes"])
@@ -70,7 +71,7 @@ def _simulate(task: dict[str, Any]) -> RunResult | DatabaseRun:
 
         hints = bool(parse_hints(task["hints"]))  # true/false, or "none"/"all"/a list
         return _hotcold(device, workload, seed=task["seed"], hints=hints)
-    if kind in ("tpcc", "sysbench"):
+    if kind in WORKLOADS:
         return _database(device, workload, seed=task["seed"], hints=task["hints"])
     raise ValueError(f"unknown workload kind {kind!r}")
 
@@ -84,7 +85,7 @@ class DatabaseRun:
         self.seed = seed
 
     def to_dict(self) -> dict[str, Any]:
-        ssd = dict(self.raw["ssd"])
+        ssd = self.raw["ssd"]
         return {
             "jobs": [],
             "oltp": self.raw["oltp"],
@@ -97,19 +98,18 @@ class DatabaseRun:
 
 def _database(device: Device, params: dict[str, Any], *, seed: int, hints: Any) -> DatabaseRun:
     """TPC-C or sysbench on SQLite on the device (the runner has preconditioned it)."""
-    from ssdlab.db import OltpSettings, parse_hints, run_oltp
+    from ssdlab.db import RUN_DEFAULTS, OltpSettings, parse_hints, run_oltp
 
-    names = {"tpcc": ("warehouses", "population"), "sysbench": ("tables", "table_size")}
-    kind = params["builtin"]
+    # The task's workload entry is its name and kind, then the built-in's parameters: the
+    # run's (RUN_DEFAULTS' keys) and the workload's own.
+    labels = ("name", "kind", "builtin")
+    own = {k: v for k, v in params.items() if k not in RUN_DEFAULTS and k not in labels}
     settings = OltpSettings(
-        workload=kind,
-        params={k: params[k] for k in names[kind]},
-        cache_fraction=float(params["cache_fraction"]),
-        wal_per_cache=float(params["wal_per_cache"]),
-        transactions=int(params["transactions"]),
-        warmup_transactions=int(params["warmup_transactions"]),
+        workload=params["builtin"],
+        params=own,
         hints=parse_hints(hints),
         precondition=False,
+        **{k: params[k] for k in RUN_DEFAULTS},
     )
     return DatabaseRun(run_oltp(device, settings, seed=seed), seed)
 

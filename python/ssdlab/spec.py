@@ -31,7 +31,7 @@ from typing import Any
 
 from ssdlab import _core
 from ssdlab.config import parse_overrides, resolve
-from ssdlab.db import HINT_KINDS
+from ssdlab.db import HINT_KINDS, RUN_DEFAULTS
 from ssdlab.db import parse_hints as parse_hint_kinds
 from ssdlab.device import TRACE_FORMATS
 from ssdlab.errors import ConfigError
@@ -59,26 +59,9 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
         "queue_depth": 32,
     },
     # OLTP on SQLite on the device (ssdlab.db): memory settings relative to the loaded database.
-    "tpcc": {
-        "warehouses": 1,
-        "population": 0.1,
-        "cache_fraction": 0.1,
-        "wal_per_cache": 1 / 64,
-        "transactions": 1000,
-        "warmup_transactions": 0,
-    },
-    "sysbench": {
-        "tables": 1,
-        "table_size": 10_000,
-        "cache_fraction": 0.1,
-        "wal_per_cache": 1 / 64,
-        "transactions": 1000,
-        "warmup_transactions": 0,
-    },
+    "tpcc": {"warehouses": 1, "population": 0.1, **RUN_DEFAULTS},
+    "sysbench": {"tables": 1, "table_size": 10_000, **RUN_DEFAULTS},
 }
-
-#: Built-in workloads that run a database on the device (they need its data kept).
-DATABASE_WORKLOADS = ("tpcc", "sysbench")
 
 #: Parameters that may be 0.
 _MAY_BE_ZERO = ("warmup_transactions",)
