@@ -850,14 +850,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: The OLTP settings' fields, as `ssdlab db run` spells them.
+_DB_RUN_OPTIONS = {
+    "cache_fraction": "--cache-fraction",
+    "wal_per_cache": "--wal-per-cache",
+    "transactions": "--transactions",
+    "warmup_transactions": "--warmup",
+    "hints": "--hints",
+}
+
+
 def _cmd_db_run(args: argparse.Namespace) -> int:
+    from ssdlab import oltp
     from ssdlab.config import parse_overrides
     from ssdlab.db import OltpSettings, parse_hints, run_oltp
     from ssdlab.device import Device
+    from ssdlab.spec import HONOR_HINTS_KEY
 
     _check_seed(args.seed)
-    if args.workload not in ("tpcc", "sysbench"):
-        raise UsageError(f"WORKLOAD: expected tpcc or sysbench, got {args.workload!r}")
+    if args.workload not in oltp.WORKLOADS:
+        raise UsageError(f"WORKLOAD: expected {' or '.join(oltp.WORKLOADS)}, got {args.workload!r}")
     if args.scale < 1:
         raise UsageError(f"--scale must be at least 1, got {args.scale}")
     params: dict[str, Any] = {"scale": args.scale}
@@ -884,12 +896,13 @@ def _cmd_db_run(args: argparse.Namespace) -> int:
             precondition=args.precondition,
         )
     except ValueError as err:
-        raise UsageError(str(err).replace("transactions:", "--transactions:")) from None
+        # The settings' errors start with their field's name: say the option's instead.
+        field, _, rest = str(err).partition(":")
+        raise UsageError(f"{_DB_RUN_OPTIONS.get(field, field)}:{rest}") from None
     overrides = parse_overrides(args.overrides)
-    if settings.hints:
-        overrides = [o for o in overrides if o[0] != "placement.honor_hints"]
-    else:
-        overrides.append(("placement.honor_hints", "false"))
+    if any(key == HONOR_HINTS_KEY for key, _ in overrides):
+        raise UsageError(f"--set {HONOR_HINTS_KEY}: --hints sets it (--hints none for off)")
+    overrides.append((HONOR_HINTS_KEY, "true" if settings.hints else "false"))
     device = Device(args.config, seed=args.seed, overrides=overrides, store_data=True)
     if not args.quiet:
         _err_console().print(
