@@ -7,9 +7,11 @@
 //! side adds little; the rest it makes up for by sending each reply that much early. The
 //! amount is measured per connection: whenever a reply leaves a connection with nothing
 //! outstanding, the gap until the client's next request is a sample of that overhead, and a
-//! running median of the samples is the compensation (`--compensate auto`), so that the
-//! client's median latency is the model's (its mean carries the machine's rare long wake-ups). A fixed amount can
-//! be given instead (0 turns it off). Replies never leave before their request arrived.
+//! running lower quartile of the samples is the compensation (`--compensate auto`), so that
+//! the client's median latency is the model's (its mean carries the machine's rare long
+//! wake-ups). The quartile, not the median, because a gap also holds the client's processing,
+//! which its latency does not. A fixed amount can be given instead (0 turns it off). Replies
+//! never leave before their request arrived.
 
 use super::{Clock, ConnectionClock};
 use std::time::{Duration, Instant};
