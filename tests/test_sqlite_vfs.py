@@ -356,11 +356,11 @@ class FaultyHandle:
         self.armed = False
         self.low = self.high = 0
 
-    def submit(self, op: str, offset: int, length: int, data: Any, hint: Any) -> Any:
-        raw = self._handle.submit(op, offset, length, data, hint)
+    def submit_quick(self, op: str, offset: int, length: int, data: Any, hint: Any) -> Any:
+        read, uncorrectable = self._handle.submit_quick(op, offset, length, data, hint)
         if op == "read" and self.armed and offset < self.high and offset + length > self.low:
-            raw = {**raw, "uncorrectable": True}
-        return raw
+            uncorrectable = True
+        return read, uncorrectable
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._handle, name)
@@ -407,8 +407,8 @@ class FakeSeaDevice:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 
-    def sea_predict(self, offset: int, length: int) -> None:
-        self.calls.append(("predict", offset, length))
+    def sea_predict_many(self, ranges: list[tuple[int, int]]) -> None:
+        self.calls.extend(("predict", offset, length) for offset, length in ranges)
 
     def sea_settings(self, *, wal_bytes: int, cache_bytes: int) -> None:
         self.calls.append(("settings", wal_bytes, cache_bytes))
@@ -442,8 +442,14 @@ def test_sea_predictions_and_settings_go_to_the_device_and_are_counted():
     hinter = SeaHinter(fake)
     hinter.settings(wal_bytes=4 << 20, cache_bytes=2 << 20)
     hinter.predict(8192, 4096)
-    assert fake.calls == [("settings", 4 << 20, 2 << 20), ("predict", 8192, 4096)]
-    assert (hinter.counters.settings, hinter.counters.predictions) == (1, 1)
+    hinter.predict(16384, 4096)
+    assert fake.calls == [("settings", 4 << 20, 2 << 20)]  # predictions wait for the next I/O
+    hinter.send_predictions()
+    assert fake.calls[1:] == [("predict", 8192, 4096), ("predict", 16384, 4096)]
+    assert (hinter.counters.settings, hinter.counters.predictions) == (1, 2)
+    hinter.send_predictions()
+    assert len(fake.calls) == 3  # nothing more was queued
+    assert hinter.counters.predictions == 2
 
 
 def test_sea_hinter_stops_when_the_device_refuses_sea_hints():
@@ -475,9 +481,9 @@ class RecordingHandle:
         self._handle = handle
         self.requests: list[tuple[str, int, int, Any]] = []
 
-    def submit(self, op: str, offset: int, length: int, data: Any, hint: Any) -> Any:
-        self.requests.append((op, offset, length, hint))
-        return self._handle.submit(op, offset, length, data, hint)
+    def submit_quick(self, op: str, offset: int, length: int, data: Any, hint: Any) -> Any:
+        self.requests.append((op, offset, length, hint.as_dict() if hint is not None else None))
+        return self._handle.submit_quick(op, offset, length, data, hint)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._handle, name)
@@ -486,8 +492,8 @@ class RecordingHandle:
 class SeaRecordingDevice(ssdlab.Device):
     """A device that takes SEA prediction and settings hints and records them."""
 
-    def sea_predict(self, offset: int, length: int) -> None:
-        self.sea_calls.append(("predict", offset, length))
+    def sea_predict_many(self, ranges: list[tuple[int, int]]) -> None:
+        self.sea_calls.extend(("predict", offset, length) for offset, length in ranges)
 
     def sea_settings(self, *, wal_bytes: int, cache_bytes: int) -> None:
         self.sea_calls.append(("settings", wal_bytes, cache_bytes))
@@ -514,7 +520,7 @@ def test_hints_through_the_vfs_classify_predict_and_configure():
     writes = [r for r in dev._handle.requests if r[0] == "write"]
     wal_writes = [r for r in writes if any(lo <= r[1] < hi for lo, hi in wal_ranges)]
     assert wal_writes
-    assert all(r[3] == DYN for r in wal_writes)
+    assert all(r[3] == DYN.as_dict() for r in wal_writes)
     # Each WAL frame predicts its page's range in the main database file.
     predictions = [c for c in dev.sea_calls if c[0] == "predict"]
     assert predictions
@@ -797,6 +803,10 @@ def test_cursor_surface(device: ssdlab.Device):
     assert cur.fetchall() == []
     cur.execute("UPDATE t SET v = v || '!' WHERE k > 2")
     assert cur.rowcount == 2
+    assert cur.description is None
+    cur.execute("UPDATE t SET v = v || '?' WHERE k = 1 RETURNING k, v")  # DML with rows
+    assert [d[0] for d in cur.description] == ["k", "v"]
+    assert cur.fetchall() == [(1, "a?")]
     con.rollback()
     assert con.execute("SELECT v FROM t WHERE k = 3").fetchone() == ("c",)
     with pytest.raises(sq.IntegrityError):

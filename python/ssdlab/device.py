@@ -359,6 +359,24 @@ class Device:
         _check_int("length", length, 0, _U64_MAX)
         self._handle.sea_predict(int(offset), int(length))
 
+    def sea_predict_many(self, ranges: list[tuple[int, int]]) -> None:
+        """SEA-SSD prediction hints for many ``(offset, length)`` ranges at once, in order, as
+        :meth:`sea_predict` would send them one by one (one call into the core).
+
+        Raises:
+            DeviceError: as :meth:`sea_predict`, for the first range refused (the ranges
+                before it were taken).
+            ValueError: a range that is not two integers in range.
+        """
+        try:
+            self._handle.sea_predict_many(ranges)
+        except (TypeError, OverflowError):
+            # Found again here, on the error path only: the ranges arrive a commit at a time.
+            for offset, length in ranges:
+                _check_int("offset", offset, 0, _U64_MAX)
+                _check_int("length", length, 0, _U64_MAX)
+            raise
+
     def precondition(self, random_overwrite_passes: float = 2.0) -> dict[str, Any]:
         """Fill the device sequentially, overwrite it randomly, then reset the statistics.
 

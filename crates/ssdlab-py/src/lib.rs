@@ -131,7 +131,36 @@ struct PyDevice {
     // waits for that step (at most one chunk of the run) instead of failing with PyO3's
     // "already borrowed", and the thread holding the lock never waits for the GIL.
     inner: Mutex<Device>,
+    /// Fixed when the device is built; kept here so that the quick path checks a request
+    /// without taking the lock twice.
+    logical_bytes: u64,
+    stores_data: bool,
 }
+
+/// A hint parsed once ([`compile_hint`]), for requests sent many times with it.
+#[pyclass(name = "CompiledHint", module = "ssdlab._core", frozen)]
+struct CompiledHint(Hint);
+
+#[pymethods]
+impl CompiledHint {
+    fn __repr__(&self) -> String {
+        format!("CompiledHint({:?})", self.0.to_string())
+    }
+
+    /// The hint's fields, as `normalize_hint` gives them.
+    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        hint_dict(py, &self.0)
+    }
+}
+
+/// A dict of hint fields parsed once, for [`PyDevice::submit_quick`].
+#[pyfunction]
+fn compile_hint(fields: &Bound<'_, PyDict>) -> PyResult<CompiledHint> {
+    Ok(CompiledHint(parse_hint(Some(fields))?))
+}
+
+/// The largest read `submit_quick` takes: its buffer is made without the memory check.
+const QUICK_READ_MAX_BYTES: u64 = 64 << 20;
 
 /// A zeroed buffer for `length` bytes of data that `what` returns, or an error when memory
 /// cannot hold it.
@@ -191,6 +220,8 @@ impl PyDevice {
         }
         let inner = py.allow_threads(|| Device::new(config, seed, store_data));
         Ok(PyDevice {
+            logical_bytes: inner.logical_bytes(),
+            stores_data: inner.stores_data(),
             inner: Mutex::new(inner),
         })
     }
@@ -274,6 +305,77 @@ impl PyDevice {
             None => result.set_item("data", py.None())?,
         }
         Ok(result)
+    }
+
+    /// The quick path for a caller that sends many small requests (the SQLite coupling): the
+    /// lock taken once and the GIL kept (releasing it costs more than a request of a few
+    /// units takes), a hint compiled once, and a read's data written straight into the
+    /// returned bytes. Returns `(data, uncorrectable)`: `data` is the bytes read (a read on a
+    /// device that stores data) or `None`.
+    #[pyo3(signature = (op, offset, length, data=None, hint=None))]
+    fn submit_quick<'py>(
+        &self,
+        py: Python<'py>,
+        op: &str,
+        offset: u64,
+        length: u64,
+        data: Option<&[u8]>,
+        hint: Option<&CompiledHint>,
+    ) -> PyResult<(Option<Bound<'py, PyBytes>>, bool)> {
+        let op = parse_op(op)?;
+        if op != Op::Flush
+            && offset
+                .checked_add(length)
+                .is_none_or(|end| end > self.logical_bytes)
+        {
+            return Err(device_error(DeviceError::OutOfRange {
+                offset,
+                length,
+                capacity: self.logical_bytes,
+            }));
+        }
+        let request = HostRequest {
+            arrival_ns: None,
+            op,
+            offset,
+            length,
+            hint: hint.map(|h| h.0).unwrap_or_default(),
+        };
+        let lock = || {
+            self.inner
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+        };
+        if op == Op::Read && self.stores_data {
+            if length > QUICK_READ_MAX_BYTES {
+                return Err(value_error(format!(
+                    "length: submit_quick reads at most {QUICK_READ_MAX_BYTES} bytes, got \
+                     {length} (use submit)"
+                )));
+            }
+            let mut uncorrectable = false;
+            let bytes = PyBytes::new_with(py, length as usize, |buffer| {
+                let completion = lock()
+                    .submit(&request, None, Some(buffer))
+                    .map_err(device_error)?;
+                uncorrectable = completion.uncorrectable;
+                Ok(())
+            })?;
+            return Ok((Some(bytes), uncorrectable));
+        }
+        let completion = lock().submit(&request, data, None).map_err(device_error)?;
+        Ok((None, completion.uncorrectable))
+    }
+
+    /// SEA-SSD prediction hints for many `(offset, length)` ranges at once (a log's frames as
+    /// it is written), in order; stops at the first the device refuses.
+    fn sea_predict_many(&self, py: Python<'_>, ranges: Vec<(u64, u64)>) -> PyResult<()> {
+        self.with(py, |d| {
+            ranges
+                .iter()
+                .try_for_each(|&(offset, length)| d.sea_predict(offset, length))
+        })
+        .map_err(device_error)
     }
 
     /// SEA-SSD settings hint: the storage engine's WAL and cache sizes size the dyn segment.
@@ -582,6 +684,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DeviceError", py.get_type::<errors::DeviceError>())?;
     m.add_class::<PyDevice>()?;
     m.add_class::<server::PyServer>()?;
+    m.add_class::<CompiledHint>()?;
+    m.add_function(wrap_pyfunction!(compile_hint, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(job_names, m)?)?;

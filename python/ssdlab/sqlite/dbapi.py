@@ -104,6 +104,20 @@ def _translate(error: BaseException) -> Error:
 _DML = re.compile(
     r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(insert|update|delete|replace)\b", re.I | re.S
 )
+#: Per statement text seen: (is DML, may return rows). A workload repeats a few hundred
+#: texts, and the match cost more than the rest of a short statement's bookkeeping.
+_KINDS_SEEN: dict[str, tuple[bool, bool]] = {}
+_KINDS_SEEN_MAX = 4096
+
+
+def _statement_kind(sql: str) -> tuple[bool, bool]:
+    known = _KINDS_SEEN.get(sql)
+    if known is None:
+        dml = _DML.match(sql) is not None
+        known = (dml, not dml or "returning" in sql.lower())
+        if len(_KINDS_SEEN) < _KINDS_SEEN_MAX:
+            _KINDS_SEEN[sql] = known
+    return known
 
 
 @contextmanager
@@ -152,17 +166,20 @@ class Connection:
         if self.closed:
             raise InterfaceError("cannot operate on a closed connection")
         store = self._store
-        self._check_alive()
+        if store.generation != self._generation:
+            self._check_alive()
         with store.lock:
             previous = store.active
             store.active = self._host
             try:
                 result = function(*args)
                 # A crash during the call: the host never saw it return (no acknowledgement).
-                self._check_alive()
-                wal = store.files.get(self._wal_name) if self._wal_limit_bytes else None
-                if wal is not None and wal.written_since_checkpoint > self._wal_limit_bytes:
-                    self._checkpoint(wal)
+                if store.generation != self._generation:
+                    self._check_alive()
+                if self._wal_limit_bytes:
+                    wal = store.files.get(self._wal_name)
+                    if wal is not None and wal.written_since_checkpoint > self._wal_limit_bytes:
+                        self._checkpoint(wal)
                 return result
             except apsw.Error as error:
                 raise _translate(error) from error
@@ -198,9 +215,6 @@ class Connection:
     def in_transaction(self) -> bool:
         return not self._call(self._raw.get_autocommit)
 
-    def _begin_if_needed(self, sql: str) -> None:
-        if _DML.match(sql) and self._raw.get_autocommit():
-            self._raw.execute("BEGIN")
 
     # -- PEP 249 -----------------------------------------------------------------------------
 
@@ -312,6 +326,7 @@ class Cursor:
         self._columns: tuple[tuple[str, Any], ...] = ()
         self._raw.exec_trace = self._capture_columns
         self._rows: Iterator[Any] | None = None
+        self._described_columns: tuple[tuple[str, Any], ...] = ()
         self._description: tuple[tuple[Any, ...], ...] | None = None
         self.rowcount = -1
         self.lastrowid: int | None = None
@@ -323,39 +338,61 @@ class Cursor:
 
     @property
     def description(self) -> tuple[tuple[Any, ...], ...] | None:
+        # Built when asked for: most statements of a workload never look at it.
+        if self._description is None and self._described_columns:
+            self._description = tuple(
+                (name, None, None, None, None, None, None) for name, _ in self._described_columns
+            )
         return self._description
 
     def execute(self, sql: str, parameters: Any = ()) -> Cursor:
-        self._check()
-        connection = self.connection
-        raw = connection._raw
-
-        def run() -> None:
-            connection._begin_if_needed(sql)
-            before = raw.total_changes()
-            self._columns = ()
-            self._rows = iter(self._raw.execute(sql, parameters))
-            self._set_description()
-            self._after(raw, before, dml=bool(_DML.match(sql)))
-
-        connection._call(run)
+        if self.closed:
+            raise InterfaceError("cannot operate on a closed cursor")
+        self.connection._call(self._execute, sql, parameters, *_statement_kind(sql))
         return self
+
+    def _execute(self, sql: str, parameters: Any, dml: bool, rows: bool) -> None:
+        raw = self.connection._raw
+        if dml:
+            if raw.get_autocommit():
+                raw.execute("BEGIN")
+            before = raw.total_changes()
+        self._columns = ()
+        # Columns are caught as a statement starts, and only for one that can return rows
+        # (DML without RETURNING has no description, and the trace costs a Python call).
+        self._raw.exec_trace = self._capture_columns if rows else None
+        self._rows = iter(self._raw.execute(sql, parameters))
+        # The columns of the statement as it started (a later statement of the same text
+        # would replace them while the rows are read).
+        self._described_columns = self._columns
+        self._description = None
+        if dml:
+            self.rowcount = raw.total_changes() - before
+            self.lastrowid = raw.last_insert_rowid()
+        else:
+            self.rowcount = -1
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Any]) -> Cursor:
         self._check()
         connection = self.connection
         raw = connection._raw
         parameters = list(seq_of_parameters)
+        dml = _statement_kind(sql)[0]
 
         def run() -> None:
-            connection._begin_if_needed(sql)
+            if dml and raw.get_autocommit():
+                raw.execute("BEGIN")
             before = raw.total_changes()
+            self._raw.exec_trace = None  # no description after executemany
             if parameters:
                 for _ in self._raw.executemany(sql, parameters):
                     pass
             self._rows = iter(())
+            self._described_columns = ()
             self._description = None
-            self._after(raw, before, dml=bool(_DML.match(sql)))
+            self.rowcount = raw.total_changes() - before if dml else -1
+            if dml:
+                self.lastrowid = raw.last_insert_rowid()
 
         connection._call(run)
         return self
@@ -363,16 +400,6 @@ class Cursor:
     def _capture_columns(self, cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
         self._columns = cursor.get_description()
         return True
-
-    def _set_description(self) -> None:
-        self._description = (
-            tuple((name, None, None, None, None, None, None) for name, _ in self._columns) or None
-        )
-
-    def _after(self, raw: apsw.Connection, before: int, *, dml: bool) -> None:
-        self.rowcount = raw.total_changes() - before if dml else -1
-        if dml:
-            self.lastrowid = raw.last_insert_rowid()
 
     def _next(self) -> Any:
         if self._rows is None:

@@ -24,17 +24,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ssdlab._core import CompiledHint, compile_hint
 from ssdlab.errors import DeviceError
 
-#: The hint dicts the core takes, built once: a write carries one of these two objects.
-DYN: dict[str, Any] = {"sea_class": "dyn"}
-STAT: dict[str, Any] = {"sea_class": "stat"}
+#: The two hints a write carries, parsed once by the core (``CompiledHint.as_dict()`` shows
+#: the fields).
+DYN: CompiledHint = compile_hint({"sea_class": "dyn"})
+STAT: CompiledHint = compile_hint({"sea_class": "stat"})
 
 
 class SeaDevice(Protocol):
     """What the hinter needs of a device (``ssdlab.Device`` or a test's recording fake)."""
 
     def sea_predict(self, offset: int, length: int) -> Any: ...
+
+    def sea_predict_many(self, ranges: list[tuple[int, int]]) -> Any: ...
 
     def sea_settings(self, *, wal_bytes: int, cache_bytes: int) -> Any: ...
 
@@ -88,7 +92,9 @@ class SeaHinter:
         # Looked up per call rather than kept as bound methods, which would hold the device
         # (the VFS passes a weak proxy).
         self._device = device
-        self._has_predict = hasattr(device, "sea_predict")
+        #: Predictions not yet sent (see :meth:`predict`).
+        self.pending_predictions: list[tuple[int, int]] = []
+        self._has_predict = hasattr(device, "sea_predict_many")
         self._has_settings = hasattr(device, "sea_settings")
         #: Why the device refused prediction and settings hints (then no more are sent), e.g.
         #: a configuration without distinct dyn and stat placement handles.
@@ -105,12 +111,12 @@ class SeaHinter:
                                              cache_bytes=cache_bytes):  # fmt: skip
             self.counters.settings += 1
 
-    def log_write(self) -> dict[str, Any]:
+    def log_write(self) -> CompiledHint:
         """The hint of a WAL, journal or temporary-file write: always ``dyn``."""
         self.counters.dyn += 1
         return DYN
 
-    def database_write(self, database: str, page_number: int) -> dict[str, Any]:
+    def database_write(self, database: str, page_number: int) -> CompiledHint:
         """The hint of a write of page ``page_number`` (1-based) of main database ``database``,
         recording the write for later classifications."""
         epochs = self._databases.get(database)
@@ -144,9 +150,19 @@ class SeaHinter:
         self._databases.pop(database, None)
 
     def predict(self, offset: int, length: int) -> None:
-        """Send a prediction hint for a device range (a database page named by a WAL frame)."""
-        if self._has_predict and self._send("sea_predict", offset, length):
-            self.counters.predictions += 1
+        """Queue a prediction hint for a device range (a database page named by a WAL frame);
+        :meth:`send_predictions` sends the queue, which the VFS does before its next request
+        to the device, so that the device learns of every prediction at the same simulated
+        instant as if each were sent alone, for one call per commit instead of one per frame."""
+        if self._has_predict:
+            self.pending_predictions.append((offset, length))
+
+    def send_predictions(self) -> None:
+        """Send the queued predictions (all counted, or none if the device refuses them)."""
+        ranges = self.pending_predictions
+        self.pending_predictions = []
+        if ranges and self._has_predict and self._send("sea_predict_many", ranges):
+            self.counters.predictions += len(ranges)
 
     def _send(self, method: str, *args: Any, **kwargs: Any) -> bool:
         """Call the device; a device that refuses SEA hints is sent no more of them (its

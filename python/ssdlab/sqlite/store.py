@@ -25,9 +25,10 @@ from typing import Any
 
 import apsw
 
+from ssdlab._core import CompiledHint
 from ssdlab.errors import DeviceError
 from ssdlab.sqlite.freelist import FreelistTracker
-from ssdlab.sqlite.sea import DYN, HintCounters, SeaHinter
+from ssdlab.sqlite.sea import DYN, STAT, HintCounters, SeaHinter
 
 #: Default extent: the unit in which files take the device's logical space.
 EXTENT_BYTES = 1 << 20
@@ -210,7 +211,7 @@ class DeviceStore:
         # connections hold it strongly. The native handle is what the hot path calls.
         self.device = weakref.proxy(device)
         self._handle = device._handle
-        self._submit = device._handle.submit
+        self._submit = device._handle.submit_quick
         self.extent_bytes = extent_bytes
         self.allocator = ExtentAllocator(device.logical_bytes, extent_bytes)
         if self.allocator.total == 0:
@@ -317,11 +318,20 @@ class DeviceStore:
         active = self.active
         return active is not None and active.generation != self.generation
 
+    def _send(self, op: str, offset: int, length: int, data: Any, hint: Any) -> Any:
+        """Every request to the device goes through here: queued SEA predictions go first,
+        so the device learns of them before anything that could start GC."""
+        if self.hinter.pending_predictions:
+            self.hinter.send_predictions()
+        return self._submit(op, offset, length, data, hint)
+
     def _think(self, host: Host, start_ns: int) -> None:
         """Add the host's CPU time since its previous I/O returned to the device clock."""
         if host.cpu_wall:
             delta = int((start_ns - host.last_wall_ns) * host.cpu_factor)
             if delta > 0:
+                if self.hinter.pending_predictions:
+                    self.hinter.send_predictions()
                 handle = self._handle
                 handle.advance_to(handle.now + delta)
 
@@ -330,23 +340,34 @@ class DeviceStore:
         host = self._host()
         counters = host.counters
         device_before = counters.device_ns
-        self._think(host, start)
+        if host.cpu_wall:
+            self._think(host, start)
         if stored.log_buffer:
             self._flush_log(stored, counters)
         available = stored.size - offset
         length = amount if amount <= available else max(available, 0)
         failed = False
         data = b""
-        if length > 0:
+        extent = self.extent_bytes
+        index, within = divmod(offset, extent)
+        if 0 < length <= extent - within:  # the common case: inside one extent, one request
+            before = perf_counter_ns()
+            data, failed = self._send(
+                "read", stored.extents[index] * extent + within, length, None, None
+            )
+            counters.device_ns += perf_counter_ns() - before
+            counters.reads += 1
+            counters.read_bytes += length
+        elif length > 0:
             pieces = []
             for device_offset, piece in self._ranges(stored, offset, length):
                 before = perf_counter_ns()
-                raw = self._submit("read", device_offset, piece, None, None)
+                read, uncorrectable = self._send("read", device_offset, piece, None, None)
                 counters.device_ns += perf_counter_ns() - before
                 counters.reads += 1
                 counters.read_bytes += piece
-                failed = failed or raw["uncorrectable"]
-                pieces.append(raw["data"])
+                failed = failed or uncorrectable
+                pieces.append(read)
             data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         if stored.freelist is not None and length > 0:
             self._observe_main_read(stored, data, offset)
@@ -392,7 +413,13 @@ class DeviceStore:
                 or len(pending) + length > LOG_BUFFER_BYTES
             ):
                 self._flush_log(stored, counters)
-            hint = self._classify(stored, data, offset, host)  # after the flush: it may trim
+            # What _classify does for a log, inline (this runs for every WAL frame, twice):
+            # WAL headers and frame headers are observed, after the flush since a new header
+            # may trim; a frame's page (exactly one page, never at a frame's start) is not.
+            if stored.role == ROLE_WAL and length != stored.wal_page_size:
+                self._observe_wal_write(stored, data, offset, host)
+            if host.hints:
+                self.hinter.counters.dyn += 1
             if not pending:
                 stored.log_offset = offset
             pending += data
@@ -402,7 +429,7 @@ class DeviceStore:
             index, within = divmod(offset, extent)
             if within + length <= extent:  # the common case: inside one extent, one request
                 before = perf_counter_ns()
-                self._submit("write", stored.extents[index] * extent + within, length, data, hint)
+                self._send("write", stored.extents[index] * extent + within, length, data, hint)
                 counters.device_ns += perf_counter_ns() - before
                 counters.writes += 1
             else:
@@ -420,7 +447,7 @@ class DeviceStore:
     ) -> None:
         for device_offset, piece, part in self._pieces(stored, offset, data):
             before = perf_counter_ns()
-            self._submit("write", device_offset, piece, part, hint)
+            self._send("write", device_offset, piece, part, hint)
             counters.device_ns += perf_counter_ns() - before
             counters.writes += 1
 
@@ -441,7 +468,7 @@ class DeviceStore:
         if stored.log_buffer:
             self._flush_log(stored, counters)
         before = perf_counter_ns()
-        self._submit("flush", 0, 0, None, None)
+        self._send("flush", 0, 0, None, None)
         counters.device_ns += perf_counter_ns() - before
         counters.syncs += 1
         stored.undo.clear()
@@ -557,7 +584,7 @@ class DeviceStore:
 
     def _trim(self, device_offset: int, length: int, counters: IoCounters) -> None:
         before = perf_counter_ns()
-        self._submit("trim", device_offset, length, None, None)
+        self._send("trim", device_offset, length, None, None)
         counters.device_ns += perf_counter_ns() - before
         counters.trims += 1
         counters.trim_bytes += length
@@ -566,7 +593,7 @@ class DeviceStore:
 
     def _classify(
         self, stored: StoredFile, data: bytes, offset: int, host: Host
-    ) -> dict[str, Any] | None:
+    ) -> CompiledHint | None:
         """Observe a write (freelist, WAL frames) and return its hint (None without hints)."""
         role = stored.role
         if role == ROLE_MAIN:
@@ -588,13 +615,13 @@ class DeviceStore:
             return self.hinter.log_write()
         return None
 
-    def _stat_hint(self, host: Host) -> dict[str, Any] | None:
+    def _stat_hint(self, host: Host) -> CompiledHint | None:
         """A main-database write that is not one whole page (never seen from SQLite's pager,
         which writes whole pages): classified ``stat``, as a page outside the recent set."""
         if not host.hints:
             return None
         self.hinter.counters.stat += 1
-        return {"sea_class": "stat"}
+        return STAT
 
     def _observe_wal_write(self, stored: StoredFile, data: bytes, offset: int, host: Host) -> None:
         if offset == 0 and len(data) >= WAL_HEADER_BYTES:
@@ -720,7 +747,7 @@ class DeviceStore:
         assert stored.mirror is not None
         stored.mirror[offset : offset + len(old)] = old
         for device_offset, piece, part in self._pieces(stored, offset, old):
-            self._submit("write", device_offset, piece, part, None)
+            self._send("write", device_offset, piece, part, None)
             self.crash_restore_writes += 1
 
 

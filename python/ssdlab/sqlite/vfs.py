@@ -101,12 +101,22 @@ class DeviceFile:
         except DeviceError as error:
             raise device_error_as_sqlite(error, self.stored.name) from error
 
+    # Reads and writes are _io on a live handle, inline: SQLite calls them most often.
     def xRead(self, amount: int, offset: int) -> bytes:
-        return b"" if self._dead() else self._io(self.store.read, amount, offset)
+        if self.generation != self.store.generation or self.closed:
+            return b""
+        try:
+            return self.store.read(self.stored, amount, offset)
+        except DeviceError as error:
+            raise device_error_as_sqlite(error, self.stored.name) from error
 
     def xWrite(self, data: Any, offset: int) -> None:
-        if not self._dead():
-            self._io(self.store.write, bytes(data), offset)
+        if self.generation != self.store.generation or self.closed:
+            return
+        try:
+            self.store.write(self.stored, bytes(data), offset)
+        except DeviceError as error:
+            raise device_error_as_sqlite(error, self.stored.name) from error
 
     def xTruncate(self, newsize: int) -> None:
         if not self._dead():

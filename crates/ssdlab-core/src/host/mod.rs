@@ -1148,20 +1148,22 @@ impl Device {
         };
         let size = store.unit_size() as u64;
         let partial = hi - lo < size;
-        let mut content: Box<[u8]> = match (partial, outcome.old.and_then(|old| store.get(old))) {
-            (true, Some(old)) => old.into(),
-            _ => vec![0u8; size as usize].into_boxed_slice(),
-        };
-        if let Some(d) = data {
+        let incoming = data.map(|d| {
             let from = (unit * size + lo - req.offset) as usize;
-            content[lo as usize..hi as usize].copy_from_slice(&d[from..from + (hi - lo) as usize]);
-        } else {
-            content[lo as usize..hi as usize].fill(0);
+            &d[from..from + (hi - lo) as usize]
+        });
+        // The old unit's buffer becomes the new one's (an overwrite allocates nothing): a
+        // partial write keeps the old bytes around its range, a whole one replaces them all.
+        let mut content: Box<[u8]> = match (outcome.old.and_then(|old| store.take(old)), incoming) {
+            (Some(old), _) => old,
+            (None, Some(bytes)) if !partial => return store.put(outcome.new, bytes.into()),
+            (None, _) => vec![0u8; size as usize].into_boxed_slice(),
+        };
+        match incoming {
+            Some(bytes) => content[lo as usize..hi as usize].copy_from_slice(bytes),
+            None => content[lo as usize..hi as usize].fill(0),
         }
         store.put(outcome.new, content);
-        if let Some(old) = outcome.old {
-            store.remove(old);
-        }
     }
 
     /// Program the request's pages, multi-plane where pages share a die and page offset.
