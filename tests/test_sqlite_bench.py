@@ -32,7 +32,7 @@ def test_sqlite_bench_tiny(capsys):
 def test_tpcc_coupling_bench_tiny(capsys):
     bench = load_bench("tpcc_coupling_bench")
     with capsys.disabled():
-        result = bench.main(["--population", "0.02", "--transactions", "100"])
+        result = bench.main(["--population", "0.02", "--transactions", "100", "--rounds", "1"])
     # main() exits when the databases differ; here the figures must be sane, not on target.
     assert result["io_calls"] > 0
     assert result["tmpfs_s"] > 0
