@@ -174,8 +174,11 @@ class StoredFile:
         self.synced_size = 0
         self.undo: list[tuple[int, bytes]] = []
         self.mirror: bytearray | None = None
-        # Logs (WAL, rollback journal): contiguous writes not yet submitted (see write()).
+        # Logs (WAL, rollback journal): contiguous writes not yet submitted (see write()),
+        # the first log_length bytes of a buffer made once at the log's first write and kept:
+        # growing a bytearray per commit and freeing it made most of the run's page faults.
         self.log_buffer = bytearray()
+        self.log_length = 0
         self.log_offset = 0
         #: WAL bytes written since the connection last checkpointed (its trigger).
         self.written_since_checkpoint = 0
@@ -301,7 +304,7 @@ class DeviceStore:
         stored = self.files.pop(name, None)
         if stored is None:
             raise _sqlite_error(apsw.SQLITE_IOERR_DELETE_NOENT, f"{name}: no such file")
-        stored.log_buffer.clear()  # never reaches the device: the file is gone
+        stored.log_length = 0  # never reaches the device: the file is gone
         self._release(stored, 0)
         if stored.role == ROLE_MAIN:
             self.hinter.forget(name)
@@ -342,7 +345,7 @@ class DeviceStore:
         device_before = counters.device_ns
         if host.cpu_wall:
             self._think(host, start)
-        if stored.log_buffer:
+        if stored.log_length:
             self._flush_log(stored, counters)
         available = stored.size - offset
         length = amount if amount <= available else max(available, 0)
@@ -407,12 +410,12 @@ class DeviceStore:
         if host.cpu_wall:
             self._think(host, start)
         if stored.role in _LOGS:
-            pending = stored.log_buffer
-            if pending and (
-                offset != stored.log_offset + len(pending)
-                or len(pending) + length > LOG_BUFFER_BYTES
+            gathered = stored.log_length
+            if gathered and (
+                offset != stored.log_offset + gathered or gathered + length > LOG_BUFFER_BYTES
             ):
                 self._flush_log(stored, counters)
+                gathered = 0
             # What _classify does for a log, inline (this runs for every WAL frame, twice):
             # WAL headers and frame headers are observed, after the flush since a new header
             # may trim; a frame's page (exactly one page, never at a frame's start) is not.
@@ -420,9 +423,13 @@ class DeviceStore:
                 self._observe_wal_write(stored, data, offset, host)
             if host.hints:
                 self.hinter.counters.dyn += 1
-            if not pending:
+            if not gathered:
                 stored.log_offset = offset
-            pending += data
+                if not stored.log_buffer:
+                    stored.log_buffer = bytearray(LOG_BUFFER_BYTES)
+            # In place within the buffer; a single write larger than it extends it.
+            stored.log_buffer[gathered : gathered + length] = data
+            stored.log_length = gathered + length
             stored.written_since_checkpoint += length
         else:
             hint = self._classify(stored, data, offset, host)
@@ -453,8 +460,9 @@ class DeviceStore:
 
     def _flush_log(self, stored: StoredFile, counters: IoCounters) -> None:
         """Submit a log's gathered writes (every log write is ``dyn`` under hints)."""
-        data = bytes(stored.log_buffer)
-        stored.log_buffer.clear()
+        with memoryview(stored.log_buffer) as view:
+            data = bytes(view[: stored.log_length])
+        stored.log_length = 0
         hint = DYN if self._host().hints else None
         self._submit_pieces(stored, stored.log_offset, data, hint, counters)
         counters.write_bytes += len(data)
@@ -465,7 +473,7 @@ class DeviceStore:
         counters = host.counters
         device_before = counters.device_ns
         self._think(host, start)
-        if stored.log_buffer:
+        if stored.log_length:
             self._flush_log(stored, counters)
         before = perf_counter_ns()
         self._send("flush", 0, 0, None, None)
@@ -481,7 +489,7 @@ class DeviceStore:
         host.last_wall_ns = end
 
     def truncate(self, stored: StoredFile, new_size: int) -> None:
-        if stored.log_buffer:
+        if stored.log_length:
             self._flush_log(stored, self._host().counters)
         if new_size < stored.size:
             if stored.mirror is not None:
@@ -723,7 +731,7 @@ class DeviceStore:
             self.generation += 1
             self.active = None
             for name, stored in list(self.files.items()):
-                stored.log_buffer.clear()  # gathered log writes never reached the device
+                stored.log_length = 0  # gathered log writes never reached the device
                 stored.shared = 0
                 stored.reserved = stored.pending = stored.exclusive = None
                 if stored.role == ROLE_OTHER:
