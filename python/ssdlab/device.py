@@ -441,6 +441,7 @@ class Device:
         lengths: Sequence[int] | Any,
         *,
         placement: Sequence[int] | Any | None = None,
+        read_group: Sequence[int] | Any | None = None,
         queue_depth: int = 32,
         name: str = "arrays",
         progress: bool | None = None,
@@ -448,11 +449,15 @@ class Device:
     ) -> RunResult:
         """Run requests given as columns (lists or NumPy arrays), closed loop at ``queue_depth``.
 
-        ``ops``: 0 read, 1 write, 2 trim; ``placement``: an FDP placement id per request, -1 none.
+        ``ops``: 0 read, 1 write, 2 trim; ``placement``: an FDP placement id per request, -1 none;
+        ``read_group``: a melded-pages read group per request (writes of one group will be read
+        together), -1 none.
         """
         columns = {"ops": ops, "offsets": offsets, "lengths": lengths}
         if placement is not None:
             columns["placement"] = placement
+        if read_group is not None:
+            columns["read_group"] = read_group
         arrays = {key: _int_column(key, value) for key, value in columns.items()}
         sizes = {key: array.size for key, array in arrays.items()}
         if len(set(sizes.values())) > 1:
@@ -460,7 +465,7 @@ class Device:
         bad_ops = arrays["ops"][~np.isin(arrays["ops"], _OPCODES)]
         if bad_ops.size:
             raise ValueError(f"ops: expected 0 (read), 1 (write) or 2 (trim), got {bad_ops[0]}")
-        for key, low in (("offsets", 0), ("lengths", 0), ("placement", -1)):
+        for key, low in (("offsets", 0), ("lengths", 0), ("placement", -1), ("read_group", -1)):
             if key in arrays and arrays[key].size and arrays[key].min() < low:
                 raise ValueError(f"{key}: expected values >= {low}, got {arrays[key].min()}")
         _check_int("queue_depth", queue_depth, 1, MAX_QUEUE_DEPTH)
@@ -473,6 +478,7 @@ class Device:
             lists.get("placement"),
             queue_depth,
             name,
+            lists.get("read_group"),
         )
         return self._result([self._drive(name, progress, request_log)])
 

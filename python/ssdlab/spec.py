@@ -58,6 +58,9 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
         "request_bytes": 4096,
         "queue_depth": 32,
     },
+    # Melded pages (ssdlab.melded): write a region (with a read group when hints are on), then
+    # read it whole in one request; the run's read latency is the time to serve it.
+    "melded_read": {"request_bytes": 4096, "write_request_bytes": 1 << 20},
     # OLTP on SQLite on the device (ssdlab.db): memory settings relative to the loaded database.
     "tpcc": {"warehouses": 1, "population": 0.1, **RUN_DEFAULTS},
     "sysbench": {"tables": 1, "table_size": 10_000, **RUN_DEFAULTS},

@@ -117,3 +117,21 @@ impl Device {
         self.read_groups.as_ref().map(|p| p.counters())
     }
 }
+
+impl Device {
+    /// `ssd.read_groups`: what the wordline scheduler did (TLC devices only).
+    pub(super) fn add_read_group_json(&self, ssd: &mut serde_json::Value) {
+        if let (Some(c), Some(obj)) = (self.read_group_counters(), ssd.as_object_mut()) {
+            obj.insert(
+                "read_groups".into(),
+                serde_json::json!({
+                    "units_placed": c.units_placed,
+                    "wordlines_opened": c.wordlines_opened,
+                    "units_fallback": c.units_fallback,
+                    "wordlines_abandoned": c.wordlines_abandoned,
+                    "wordlines_released": c.wordlines_released,
+                }),
+            );
+        }
+    }
+}

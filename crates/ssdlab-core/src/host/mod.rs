@@ -1367,7 +1367,7 @@ impl Device {
 
     /// The cumulative `ssd` object.
     pub fn ssd_json(&self) -> serde_json::Value {
-        crate::stats::ssd_json(&crate::stats::SsdReportInputs {
+        let mut ssd = crate::stats::ssd_json(&crate::stats::SsdReportInputs {
             ftl: self.ftl.counters(),
             flash: self.flash,
             handles: self.ftl.handle_counters(),
@@ -1393,7 +1393,9 @@ impl Device {
                 predicted_units_received: self.sea.predicted_units,
                 state: self.ftl.sea_state(),
             },
-        })
+        });
+        self.add_read_group_json(&mut ssd);
+        ssd
     }
 
     /// Close the time series' partial interval and return its rows.

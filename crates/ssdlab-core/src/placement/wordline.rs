@@ -8,11 +8,11 @@
 //! placement handle) is at a wordline boundary and that no other group holds; its following
 //! mapping units go there until the wordline is full, then it opens the next. The plane is held
 //! for the group meanwhile. Data is placed as it arrives rather than buffered in the
-//! controller: a wordline whose group stops writing is released after
-//! `placement.read_group_timeout_ns` without a write of the group, and its remaining pages
-//! then take normal placement. A wordline whose frontier moved under the group (an unhinted
-//! write chose the plane) is given up too. With every plane held or unaligned, the write falls
-//! back to normal placement (counted).
+//! controller, so a wordline waits for the rest of its group on the flash frontier, not in
+//! DRAM: after `placement.read_group_timeout_ns` without a write of the group its plane is
+//! released, normal placement may fill the wordline's remaining pages, and the group resumes
+//! it only if it writes again first (its frontier check; otherwise it opens a new one). With
+//! every plane held or unaligned, the write falls back to normal placement (counted).
 
 use crate::nand::Geometry;
 use std::collections::BTreeMap;
@@ -24,6 +24,9 @@ struct OpenWordline {
     plane: u32,
     /// Units of the wordline this group still fills.
     units_left: u32,
+    /// Where the plane's frontier must be for the group's next unit (units into its block):
+    /// anything else means other data was written there.
+    next_unit: Option<u32>,
     last_write_ns: u64,
 }
 
@@ -36,14 +39,19 @@ pub struct ReadGroupCounters {
     pub wordlines_opened: u64,
     /// Units that found no free aligned plane and took normal placement.
     pub units_fallback: u64,
-    /// Open wordlines released by the timeout or given up because their frontier moved.
+    /// Open wordlines given up because other data reached their frontier first.
     pub wordlines_abandoned: u64,
+    /// Planes of open wordlines released by the timeout.
+    pub wordlines_released: u64,
 }
 
 pub struct ReadGroupPlacer {
     order: Vec<u32>,
     cursor: usize,
     units_per_wordline: u32,
+    /// A full open block and a fresh one are the same frontier position: positions are kept
+    /// modulo this.
+    units_per_block: u32,
     timeout_ns: u64,
     /// By group id: the wordline it is filling (ordered map: iteration order is fixed).
     open: BTreeMap<u64, OpenWordline>,
@@ -58,6 +66,7 @@ impl ReadGroupPlacer {
             order: geo.stripe_order.clone(),
             cursor: 0,
             units_per_wordline: geo.bits_per_cell.max(1) * units_per_page,
+            units_per_block: geo.pages_per_block * units_per_page,
             timeout_ns,
             open: BTreeMap::new(),
             holder: vec![FREE; geo.planes as usize],
@@ -82,12 +91,12 @@ impl ReadGroupPlacer {
         now_ns: u64,
         frontier_units: impl Fn(u32) -> Option<u32>,
     ) -> Option<u32> {
+        let per_block = self.units_per_block;
+        let frontier_units = |plane| frontier_units(plane).map(|u| u % per_block);
         self.expire(now_ns);
         let upw = self.units_per_wordline;
         if let Some(o) = self.open.get(&group).copied() {
-            let expected = upw - o.units_left;
-            let at = frontier_units(o.plane).map_or(expected, |u| u % upw);
-            if at == expected {
+            if frontier_units(o.plane) == o.next_unit {
                 self.take_unit(group, o, now_ns);
                 return Some(o.plane);
             }
@@ -108,8 +117,11 @@ impl ReadGroupPlacer {
             let o = OpenWordline {
                 plane,
                 units_left: upw,
+                next_unit: frontier_units(plane),
                 last_write_ns: now_ns,
             };
+            // A group has one open wordline: the one it left (timed out) is given up.
+            self.release(group);
             self.holder[plane as usize] = group;
             self.open.insert(group, o);
             self.take_unit(group, o, now_ns);
@@ -122,6 +134,7 @@ impl ReadGroupPlacer {
     fn take_unit(&mut self, group: u64, mut o: OpenWordline, now_ns: u64) {
         self.counters.units_placed += 1;
         o.units_left -= 1;
+        o.next_unit = o.next_unit.map(|u| (u + 1) % self.units_per_block);
         o.last_write_ns = now_ns;
         if o.units_left == 0 {
             self.release(group);
@@ -132,22 +145,23 @@ impl ReadGroupPlacer {
 
     fn release(&mut self, group: u64) {
         if let Some(o) = self.open.remove(&group) {
-            self.holder[o.plane as usize] = FREE;
+            if self.holder[o.plane as usize] == group {
+                self.holder[o.plane as usize] = FREE;
+            }
         }
     }
 
-    /// Release the wordlines whose group has not written for the timeout.
+    /// Release the planes of wordlines whose group has not written for the timeout: another
+    /// group may take such a plane once normal placement has filled its wordline. The group
+    /// itself resumes its wordline if it writes again before that (its frontier check).
     fn expire(&mut self, now_ns: u64) {
         let timeout = self.timeout_ns;
-        let stale: Vec<u64> = self
-            .open
-            .iter()
-            .filter(|(_, o)| now_ns.saturating_sub(o.last_write_ns) > timeout)
-            .map(|(&g, _)| g)
-            .collect();
-        for g in stale {
-            self.release(g);
-            self.counters.wordlines_abandoned += 1;
+        for (&group, o) in &self.open {
+            let held = &mut self.holder[o.plane as usize];
+            if *held == group && now_ns.saturating_sub(o.last_write_ns) > timeout {
+                *held = FREE;
+                self.counters.wordlines_released += 1;
+            }
         }
     }
 }
@@ -228,14 +242,17 @@ mod tests {
         assert_ne!(a, b);
         // Both planes are held by partial wordlines: group 3 takes normal placement.
         assert_eq!(run(&mut placer, &mut frontier, 3, 10), None);
-        assert_eq!(placer.counters().units_fallback, 1);
-        // Group 1 stops writing; past the timeout its plane is free again, but its frontier is
-        // not at a wordline boundary, so a new group waits for group 2's plane... which is held.
+        // Past the timeout both are released, but neither is at a wordline boundary.
         assert_eq!(run(&mut placer, &mut frontier, 3, 2_000), None);
-        assert_eq!(placer.counters().wordlines_abandoned, 2);
-        // Normal placement fills plane a's wordline; then it is aligned and free.
-        frontier[a as usize] += 2;
+        let c = placer.counters();
+        assert_eq!((c.units_fallback, c.wordlines_released), (2, 2));
+        // Group 1 comes back before anything else wrote to its plane: it resumes there.
+        assert_eq!(run(&mut placer, &mut frontier, 1, 2_100), Some(a));
+        // Normal placement fills group 2's wordline; a new group may then take the plane, and
+        // group 2, finding its frontier moved, opens a new wordline (none is free: fallback).
         frontier[b as usize] += 2;
-        assert!(run(&mut placer, &mut frontier, 3, 2_100).is_some());
+        assert_eq!(run(&mut placer, &mut frontier, 3, 2_200), Some(b));
+        assert_eq!(run(&mut placer, &mut frontier, 2, 2_300), None);
+        assert_eq!(placer.counters().wordlines_abandoned, 1);
     }
 }
