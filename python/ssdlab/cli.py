@@ -1016,6 +1016,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         status = max(status, _summary(outcome, args.quiet))
         report = make_report(outcome.out_dir)
         print(f"# {report.title} ({args.scale})\n")
-        print(headline(report))
+        # A study with tables of its own (reproduce.study_text) prints them instead.
+        print(reproduce.study_text(study.name, outcome.out_dir) or headline(report))
         print(f"\nReport: {report.path}\n")
     return status

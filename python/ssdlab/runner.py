@@ -76,6 +76,11 @@ def _simulate(task: dict[str, Any]) -> RunResult | DatabaseRun:
         from ssdlab.melded import run_melded_read
 
         return run_melded_read(device, workload, hints=bool(parse_hints(task["hints"])))
+    if kind == "hdfs":
+        from ssdlab.db import parse_hints
+        from ssdlab.melded import run_hdfs
+
+        return run_hdfs(device, workload, seed=task["seed"], hints=bool(parse_hints(task["hints"])))
     if kind in WORKLOADS:
         return _database(device, workload, seed=task["seed"], hints=task["hints"])
     raise ValueError(f"unknown workload kind {kind!r}")
