@@ -51,7 +51,8 @@ def test_request_size_table_is_the_closed_form_in_every_cell(quick):
     cross = melded.crossover_bytes(
         [(int(r["bytes"]), float(r["normal_us"]), float(r["melded_us"])) for r in rows]
     )
-    assert cross is not None and 4096 < cross < 128 << 20
+    assert cross is not None
+    assert 4096 < cross < 128 << 20
     assert f"Crossover: melded is faster from {melded._size_label(cross)} up." in stdout
     assert (out / "report" / "request_size.png").stat().st_size > 10_000
 
@@ -127,7 +128,7 @@ def test_bad_input_names_the_option():
         dev.run_arrays([1], [0], [4096], read_group=[1 << 64])
     params = dict(BUILTIN_WORKLOADS["hdfs"])
     for value in (0, 4096 * 3 + 512):
-        with pytest.raises(melded.HdfsError, match="hdfs.block_bytes"):
+        with pytest.raises(melded.HdfsError, match=r"hdfs\.block_bytes"):
             melded.hdfs_requests(
                 {**params, "block_bytes": value}, 4096, 1 << 40, seed=1, hints=True
             )
