@@ -132,3 +132,12 @@ def test_bad_input_names_the_option():
             melded.hdfs_requests(
                 {**params, "block_bytes": value}, 4096, 1 << 40, seed=1, hints=True
             )
+
+
+def test_a_read_group_on_a_device_other_than_tlc_is_ignored_with_one_warning():
+    dev = Device("mlc")
+    with pytest.warns(UserWarning, match="read_group hints are ignored") as caught:
+        dev.run_arrays([1, 1], [0, 4096], [4096, 4096], read_group=[1, 1])
+        dev.write(0, 4096, hint={"read_group": 2})
+    assert len(caught) == 1
+    assert "read_groups" not in dev.stats()

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -268,6 +269,8 @@ class Device:
         _check_int("offset", offset, 0, _U64_MAX)
         _check_int("length", length, 0, _U64_MAX)
         checked = Hint.coerce(hint)
+        if checked is not None and checked.read_group is not None:
+            self._read_group_sent()
         raw = self._handle.submit(
             op, offset, length, data, checked.to_dict() if checked is not None else None
         )
@@ -459,6 +462,8 @@ class Device:
         if read_group is not None:
             columns["read_group"] = read_group
         arrays = {key: _int_column(key, value) for key, value in columns.items()}
+        if "read_group" in arrays and (arrays["read_group"] >= 0).any():
+            self._read_group_sent()
         sizes = {key: array.size for key, array in arrays.items()}
         if len(set(sizes.values())) > 1:
             raise ValueError(f"columns differ in length: {sizes}")
@@ -481,6 +486,17 @@ class Device:
             lists.get("read_group"),
         )
         return self._result([self._drive(name, progress, request_log)])
+
+    def _read_group_sent(self) -> None:
+        """Read groups place data a wordline per group on TLC only; elsewhere they are
+        ignored, which the user hears about once per device."""
+        if self.config["cell"]["type"] != "tlc" and not getattr(self, "_read_group_warned", False):
+            self._read_group_warned = True
+            warnings.warn(
+                f"read_group hints are ignored: melded pages need TLC cells, this device's are "
+                f"{self.config['cell']['type']}",
+                stacklevel=3,
+            )
 
     def stats(self) -> dict[str, Any]:
         """The cumulative ``ssd`` statistics: WAF, GC, erases, energy, ECC, placement, time."""
