@@ -552,6 +552,10 @@ pub struct PlacementConfig {
     /// Read-group hints (melded pages): a group's wordline left partly filled this long
     /// without a write of the group is released to normal placement.
     pub read_group_timeout_ns: u64,
+    /// Learn read groups from reads (melded pages): the logical units of a host read of at
+    /// least a wordline's worth of mapping units become one group, which later unhinted
+    /// writes of those units are placed by.
+    pub learn_read_groups: bool,
 }
 
 impl Default for PlacementConfig {
@@ -564,6 +568,7 @@ impl Default for PlacementConfig {
             sea_dyn_handle: 1,
             sea_stat_handle: 0,
             read_group_timeout_ns: 1_000_000,
+            learn_read_groups: false,
         }
     }
 }

@@ -242,3 +242,22 @@ fn read_groups_are_ignored_on_cells_other_than_tlc() {
     let dev = device(&[("cell.type", "mlc"), ("cell.read_ns", "[50000, 70000]")]);
     assert!(dev.read_group_counters().is_none());
 }
+
+#[test]
+fn learnt_groups_place_a_rewrite_of_data_read_together_a_wordline_per_group() {
+    // Unhinted data on the static stripe: pages i, i + 4, i + 8 share a wordline, so a read
+    // of pages 0..6 wants no whole wordline. Reading them teaches one group; rewriting them
+    // (unhinted) then fills two wordlines, and the same read melds both.
+    let mut dev = device(&[
+        ("host.melded_reads", "auto"),
+        ("placement.learn_read_groups", "true"),
+    ]);
+    let read = || vec![HostRequest::new(Op::Read, 0, 6 * PAGE)];
+    let (_, before, melded) = write_then_read(&mut dev, 12, false, read(), 1);
+    assert_eq!(melded, 0);
+    // Pages 4 and 5 are the CSB pages of the first die of each channel.
+    assert_eq!(before, 58_000 + 78_000 + 2 * XFER);
+    let (_, after, melded) = write_then_read(&mut dev, 6, false, read(), 1);
+    assert_eq!((after, melded), (MELDED + 3 * XFER, 2));
+    assert_eq!(dev.read_group_counters().unwrap().groups_learnt, 2);
+}

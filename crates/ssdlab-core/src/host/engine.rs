@@ -1102,6 +1102,7 @@ impl Device {
         units: u64,
         slot: u32,
     ) -> Result<(), DeviceError> {
+        self.learn_read_group(first_unit, units);
         let unit_bytes = self.unit_bytes;
         let bits = self.geo.bits_per_cell as usize;
         // (page, bytes wanted from it); units of one page are read once.
@@ -1182,7 +1183,7 @@ impl Device {
             let unit = first_unit + i;
             let (lo, hi) = page_span(req, unit, unit_bytes);
             let arrive = self.host_data_in(start, hi - lo);
-            let plane = self.host_plane_for(&req.hint, handle, start);
+            let plane = self.host_plane_for(&req.hint, unit, handle, start);
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
             let outcome = self.ftl.write(

@@ -83,20 +83,55 @@ pub(super) fn read_group_placer(
     derived: &Derived,
 ) -> Option<ReadGroupPlacer> {
     (config.cell.kind == CellKind::Tlc).then(|| {
-        ReadGroupPlacer::new(
+        let mut placer = ReadGroupPlacer::new(
             geo,
             derived.units_per_page,
             config.placement.read_group_timeout_ns,
-        )
+        );
+        if config.placement.learn_read_groups {
+            placer.learn(derived.logical_units);
+        }
+        placer
     })
+}
+
+/// Learnt group ids live in the top half of the id space, apart from the host's own.
+const LEARNT_GROUP_BIT: u64 = 1 << 63;
+
+impl Device {
+    /// Learnt mode: a host read of at least one wordline's worth of mapping units makes its
+    /// units one group (numbered by the read), replacing what they belonged to. The heuristic
+    /// is the paper's motivation: data read together in one large request (an HDFS block, a
+    /// table scan) will be read together again, and a later rewrite of it can be placed a
+    /// wordline per group. Small reads teach nothing, so point lookups do not split groups.
+    pub(super) fn learn_read_group(&mut self, first_unit: u64, units: u64) {
+        let per_wordline = (self.geo.bits_per_cell * self.derived.units_per_page) as u64;
+        if let Some(placer) = self.read_groups.as_mut() {
+            if units >= per_wordline {
+                placer.learn_group(first_unit, units);
+            }
+        }
+    }
+
+    fn learnt_group(&self, unit: u64) -> Option<u64> {
+        let group = self.read_groups.as_ref()?.learnt_group_of(unit)?;
+        Some(LEARNT_GROUP_BIT | group as u64)
+    }
 }
 
 impl Device {
     /// The plane of the next host unit of `handle`: its read group's wordline when the write
     /// carries one (and hints are honoured), the allocation policy's choice otherwise.
-    pub(super) fn host_plane_for(&mut self, hint: &Hint, handle: u32, now_ns: u64) -> u32 {
+    pub(super) fn host_plane_for(
+        &mut self,
+        hint: &Hint,
+        unit: u64,
+        handle: u32,
+        now_ns: u64,
+    ) -> u32 {
+        let group = hint.read_group.or_else(|| self.learnt_group(unit));
         if let (Some(group), Some(placer), true) = (
-            hint.read_group,
+            group,
             self.read_groups.as_mut(),
             self.config.placement.honor_hints,
         ) {
@@ -130,6 +165,7 @@ impl Device {
                     "units_fallback": c.units_fallback,
                     "wordlines_abandoned": c.wordlines_abandoned,
                     "wordlines_released": c.wordlines_released,
+                    "groups_learnt": c.groups_learnt,
                 }),
             );
         }

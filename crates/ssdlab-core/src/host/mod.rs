@@ -851,6 +851,7 @@ impl Device {
         if out.is_some() && self.store.is_none() {
             return Err(DeviceError::NoDataStore);
         }
+        self.learn_read_group(first_unit, units);
         let unit_bytes = self.unit_bytes;
         let mut complete = start;
         let mut uncorrectable = false;
@@ -1016,7 +1017,7 @@ impl Device {
             let mut ready = arrive + encode;
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
-            let plane = self.host_plane_for(&req.hint, handle, start);
+            let plane = self.host_plane_for(&req.hint, unit, handle, start);
             let unit_write = UnitWrite {
                 unit,
                 handle,

@@ -43,6 +43,8 @@ pub struct ReadGroupCounters {
     pub wordlines_abandoned: u64,
     /// Planes of open wordlines released by the timeout.
     pub wordlines_released: u64,
+    /// Groups learnt from large reads (`placement.learn_read_groups`).
+    pub groups_learnt: u64,
 }
 
 pub struct ReadGroupPlacer {
@@ -58,6 +60,10 @@ pub struct ReadGroupPlacer {
     /// Per plane: the group holding it, or `FREE`.
     holder: Vec<u64>,
     counters: ReadGroupCounters,
+    /// Learnt mode: per logical unit, the group learnt for it (0: none), and the last number
+    /// handed out (a u32 per unit keeps the table at 4 B per logical unit).
+    learnt: Vec<u32>,
+    learnt_groups: u32,
 }
 
 impl ReadGroupPlacer {
@@ -71,7 +77,33 @@ impl ReadGroupPlacer {
             open: BTreeMap::new(),
             holder: vec![FREE; geo.planes as usize],
             counters: ReadGroupCounters::default(),
+            learnt: Vec::new(),
+            learnt_groups: 0,
         }
+    }
+
+    /// Keep a learnt group per logical unit from now on.
+    pub fn learn(&mut self, logical_units: u64) {
+        self.learnt = vec![0; logical_units as usize];
+    }
+
+    /// Learnt mode: units `first .. first + count` were read together; they become a new
+    /// group (numbers wrap past u32::MAX, skipping 0).
+    pub fn learn_group(&mut self, first: u64, count: u64) {
+        if self.learnt.is_empty() {
+            return;
+        }
+        self.learnt_groups = self.learnt_groups.checked_add(1).unwrap_or(1);
+        self.counters.groups_learnt += 1;
+        let end = ((first + count) as usize).min(self.learnt.len());
+        for g in &mut self.learnt[first as usize..end] {
+            *g = self.learnt_groups;
+        }
+    }
+
+    /// The group learnt for logical unit `unit`, if any.
+    pub fn learnt_group_of(&self, unit: u64) -> Option<u32> {
+        self.learnt.get(unit as usize).copied().filter(|&g| g != 0)
     }
 
     pub fn counters(&self) -> ReadGroupCounters {
