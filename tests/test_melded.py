@@ -4,6 +4,7 @@ workload's targets, the read-group column and bad input."""
 from __future__ import annotations
 
 import csv
+import warnings
 
 import pytest
 
@@ -136,8 +137,26 @@ def test_bad_input_names_the_option():
 
 def test_a_read_group_on_a_device_other_than_tlc_is_ignored_with_one_warning():
     dev = Device("mlc")
-    with pytest.warns(UserWarning, match="read_group hints are ignored") as caught:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         dev.run_arrays([1, 1], [0, 4096], [4096, 4096], read_group=[1, 1])
         dev.write(0, 4096, hint={"read_group": 2})
-    assert len(caught) == 1
+    assert [str(w.message)[:28] for w in caught] == ["read_group hints are ignored"]
     assert "read_groups" not in dev.stats()
+
+
+def test_cli_runs_the_hdfs_workload_and_names_bad_options(tmp_path):
+    small = ["--param", "blocks=2", "--param", f"block_bytes={16 << 20}"]
+    ok = run_cli("run", "melded-8x8", "--builtin", "hdfs", *small, "--read-groups", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("hdfs reads:")
+    bad = run_cli(
+        "run", "melded-8x8", "--builtin", "hdfs", "--param", "block_bytes=5000", cwd=tmp_path
+    )
+    assert bad.returncode == 2
+    assert "hdfs.block_bytes: expected a positive multiple of the page size 4096" in bad.stderr
+    mode = run_cli(
+        "run", "melded-8x8", "--builtin", "hdfs", "--set", "host.melded_reads=maybe", cwd=tmp_path
+    )
+    assert mode.returncode != 0
+    assert "host.melded_reads" in mode.stderr
