@@ -476,7 +476,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.builtin is not None:
         return _run_builtin(args)
     if (args.job is None) == (args.trace is None):
-        raise UsageError("give exactly one of JOB, --trace FILE or --builtin NAME")
+        raise UsageError("give exactly one of JOB or --trace FILE (or --builtin NAME)")
     if args.trace is not None and args.trace_format is None:
         raise UsageError("--trace needs --trace-format")
     if args.trace is None and (args.trace_format or args.closed_loop):
@@ -554,7 +554,7 @@ def _run_builtin(args: argparse.Namespace) -> int:
     from ssdlab.spec import BUILTIN_WORKLOADS
 
     if args.job is not None or args.trace is not None:
-        raise UsageError("give exactly one of JOB, --trace FILE or --builtin NAME")
+        raise UsageError("give exactly one of JOB or --trace FILE (or --builtin NAME)")
     _check_seed(args.seed)
     params = dict(BUILTIN_WORKLOADS[args.builtin])
     for item in args.params:
