@@ -456,7 +456,7 @@ def _plot_throughput(rows: list[tuple[Any, ...]], path: Path) -> None:
     axes_list = figure.subplots(1, len(geometries), squeeze=False)[0]
     for axes, (ch, units) in zip(axes_list, geometries, strict=True):
         mine = [r for r in rows if (r[0], r[1]) == (ch, units)]
-        labels = [f"{r[2] // 1024}K\n{r[3]}/{r[4] * 8}b" for r in mine]
+        labels = [f"{r[2] // 1024}K\n{r[3]}\n{r[4] * 8}b" for r in mine]
         positions = list(range(len(mine)))
         width = 0.4
         axes.bar([p - width / 2 for p in positions], [r[5] for r in mine], width, label="normal")
