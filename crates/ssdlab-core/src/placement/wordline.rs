@@ -4,8 +4,10 @@
 //! consecutive wordlines stripe over the planes in channel-way-die-plane order, so the read
 //! has every channel and die to itself.
 //!
-//! A group opens a wordline on the next plane in stripe order whose frontier (of the write's
-//! placement handle) is at a wordline boundary and that no other group holds; its following
+//! A group opens a wordline on the next plane in stripe order (its own cursor: a group's
+//! consecutive wordlines go to consecutive planes however groups interleave; a new group starts
+//! after the last wordline opened) whose frontier (of the write's placement handle) is at a
+//! wordline boundary and that no other group holds; its following
 //! mapping units go there until the wordline is full, then it opens the next. The plane is held
 //! for the group meanwhile. Data is placed as it arrives rather than buffered in the
 //! controller, so a wordline waits for the rest of its group on the flash frontier, not in
@@ -18,6 +20,7 @@ use crate::nand::Geometry;
 use std::collections::BTreeMap;
 
 const FREE: u64 = u64::MAX;
+const MAX_GROUP_CURSORS: usize = 4096;
 
 #[derive(Debug, Clone, Copy)]
 struct OpenWordline {
@@ -59,6 +62,11 @@ pub struct ReadGroupPlacer {
     open: BTreeMap<u64, OpenWordline>,
     /// Per plane: the group holding it, or `FREE`.
     holder: Vec<u64>,
+    /// Per group: where in the stripe its next wordline goes, so that any run of a group's
+    /// wordlines spreads evenly over the planes even when groups are written interleaved
+    /// (at most `MAX_GROUP_CURSORS`; past that, those of groups with no open wordline are
+    /// forgotten and such a group starts again at the shared cursor).
+    group_cursor: BTreeMap<u64, usize>,
     counters: ReadGroupCounters,
     /// Learnt mode: per logical unit, the group learnt for it (0: none), and the last number
     /// handed out (a u32 per unit keeps the table at 4 B per logical unit).
@@ -76,6 +84,7 @@ impl ReadGroupPlacer {
             timeout_ns,
             open: BTreeMap::new(),
             holder: vec![FREE; geo.planes as usize],
+            group_cursor: BTreeMap::new(),
             counters: ReadGroupCounters::default(),
             learnt: Vec::new(),
             learnt_groups: 0,
@@ -136,8 +145,13 @@ impl ReadGroupPlacer {
             self.counters.wordlines_abandoned += 1;
         }
         let n = self.order.len();
+        let start = self
+            .group_cursor
+            .get(&group)
+            .copied()
+            .unwrap_or(self.cursor);
         for k in 0..n {
-            let position = (self.cursor + k) % n;
+            let position = (start + k) % n;
             let plane = self.order[position];
             if self.holder[plane as usize] != FREE
                 || frontier_units(plane).is_some_and(|u| u % upw != 0)
@@ -145,6 +159,11 @@ impl ReadGroupPlacer {
                 continue;
             }
             self.cursor = (position + 1) % n;
+            if self.group_cursor.len() >= MAX_GROUP_CURSORS {
+                let open = &self.open;
+                self.group_cursor.retain(|g, _| open.contains_key(g));
+            }
+            self.group_cursor.insert(group, self.cursor);
             self.counters.wordlines_opened += 1;
             let o = OpenWordline {
                 plane,
@@ -260,6 +279,33 @@ mod tests {
         for planes in by_group.values() {
             for c in planes.chunks(3) {
                 assert!(c.iter().all(|&p| p == c[0]), "{by_group:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn each_group_stripes_its_own_wordlines_when_groups_interleave() {
+        let geo = tlc(2); // 4 planes
+        let mut placer = ReadGroupPlacer::new(&geo, 1, 1_000_000);
+        let mut frontier = vec![0; geo.planes as usize];
+        let mut by_group: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+        // Two groups write two wordlines at a time in turn. With one cursor shared by all
+        // groups, group 0 would get planes 0 and 1 of the stripe only, group 1 the others.
+        for round in 0..12 {
+            let g = round % 2;
+            for _ in 0..6 {
+                by_group
+                    .entry(g)
+                    .or_default()
+                    .push(run(&mut placer, &mut frontier, g, 0).unwrap());
+            }
+        }
+        for planes in by_group.values() {
+            let wordlines: Vec<u32> = planes.chunks(3).map(|c| c[0]).collect();
+            // Any 4 consecutive wordlines of a group cover the 4 planes.
+            for w in wordlines.windows(4) {
+                let distinct: std::collections::BTreeSet<u32> = w.iter().copied().collect();
+                assert_eq!(distinct.len(), 4, "{by_group:?}");
             }
         }
     }
