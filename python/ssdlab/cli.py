@@ -104,6 +104,24 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", metavar="FILE", help="replay this block trace instead of a job")
     run.add_argument("--trace-format", choices=TRACE_FORMATS, help="format of --trace")
     run.add_argument(
+        "--builtin",
+        choices=("hdfs",),
+        help="run a built-in workload instead of a job: hdfs (melded pages' DataNode)",
+    )
+    run.add_argument(
+        "--param",
+        dest="params",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a parameter of --builtin (repeatable), e.g. --param blocks=4",
+    )
+    run.add_argument(
+        "--read-groups",
+        action="store_true",
+        help="--builtin hdfs: tag each block file's writes with a read group of its own",
+    )
+    run.add_argument(
         "--time-scale",
         type=float,
         default=1.0,
@@ -455,8 +473,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ssdlab.config import parse_overrides
     from ssdlab.device import Device
 
+    if args.builtin is not None:
+        return _run_builtin(args)
     if (args.job is None) == (args.trace is None):
-        raise UsageError("give exactly one of JOB or --trace FILE")
+        raise UsageError("give exactly one of JOB or --trace FILE (or --builtin NAME)")
     if args.trace is not None and args.trace_format is None:
         raise UsageError("--trace needs --trace-format")
     if args.trace is None and (args.trace_format or args.closed_loop):
@@ -523,6 +543,45 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.time_series is not None:
         with open(args.time_series, "w", encoding="utf-8") as out:
             json.dump(device.time_series(), out, indent=1)
+    return EXIT_OK
+
+
+def _run_builtin(args: argparse.Namespace) -> int:
+    """``ssdlab run CONFIG --builtin hdfs``: the sweep built-in on one device."""
+    from ssdlab.config import parse_overrides
+    from ssdlab.device import Device
+    from ssdlab.melded import HdfsError, run_hdfs
+    from ssdlab.spec import BUILTIN_WORKLOADS
+
+    if args.job is not None or args.trace is not None:
+        raise UsageError("give exactly one of JOB or --trace FILE (or --builtin NAME)")
+    _check_seed(args.seed)
+    params = dict(BUILTIN_WORKLOADS[args.builtin])
+    for item in args.params:
+        key, sep, value = item.partition("=")
+        if not sep or key not in params:
+            raise UsageError(
+                f"--param {item}: expected KEY=VALUE with KEY one of {', '.join(params)}"
+            )
+        try:
+            params[key] = type(params[key])(value)
+        except ValueError:
+            raise UsageError(f"--param {item}: expected a number") from None
+    device = Device(args.config, seed=args.seed, overrides=parse_overrides(args.overrides))
+    try:
+        result = run_hdfs(device, params, seed=args.seed, hints=args.read_groups)
+    except HdfsError as err:
+        raise UsageError(str(err)) from None
+    text = (
+        result.to_json() + "\n"
+        if args.output_format == "json"
+        else (format_normal(result.to_dict(), device.source_name))
+    )
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(text)
     return EXIT_OK
 
 
@@ -1016,6 +1075,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         status = max(status, _summary(outcome, args.quiet))
         report = make_report(outcome.out_dir)
         print(f"# {report.title} ({args.scale})\n")
-        print(headline(report))
+        # A study with tables of its own (reproduce.study_text) prints them instead.
+        print(reproduce.study_text(study.name, outcome.out_dir) or headline(report))
         print(f"\nReport: {report.path}\n")
     return status

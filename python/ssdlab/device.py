@@ -17,6 +17,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -268,6 +269,8 @@ class Device:
         _check_int("offset", offset, 0, _U64_MAX)
         _check_int("length", length, 0, _U64_MAX)
         checked = Hint.coerce(hint)
+        if checked is not None and checked.read_group is not None:
+            self._read_group_sent()
         raw = self._handle.submit(
             op, offset, length, data, checked.to_dict() if checked is not None else None
         )
@@ -459,6 +462,7 @@ class Device:
         lengths: Sequence[int] | Any,
         *,
         placement: Sequence[int] | Any | None = None,
+        read_group: Sequence[int] | Any | None = None,
         queue_depth: int = 32,
         name: str = "arrays",
         progress: bool | None = None,
@@ -466,19 +470,25 @@ class Device:
     ) -> RunResult:
         """Run requests given as columns (lists or NumPy arrays), closed loop at ``queue_depth``.
 
-        ``ops``: 0 read, 1 write, 2 trim; ``placement``: an FDP placement id per request, -1 none.
+        ``ops``: 0 read, 1 write, 2 trim; ``placement``: an FDP placement id per request, -1 none;
+        ``read_group``: a melded-pages read group per request (writes of one group will be read
+        together), -1 none.
         """
         columns = {"ops": ops, "offsets": offsets, "lengths": lengths}
         if placement is not None:
             columns["placement"] = placement
+        if read_group is not None:
+            columns["read_group"] = read_group
         arrays = {key: _int_column(key, value) for key, value in columns.items()}
+        if "read_group" in arrays and (arrays["read_group"] >= 0).any():
+            self._read_group_sent()
         sizes = {key: array.size for key, array in arrays.items()}
         if len(set(sizes.values())) > 1:
             raise ValueError(f"columns differ in length: {sizes}")
         bad_ops = arrays["ops"][~np.isin(arrays["ops"], _OPCODES)]
         if bad_ops.size:
             raise ValueError(f"ops: expected 0 (read), 1 (write) or 2 (trim), got {bad_ops[0]}")
-        for key, low in (("offsets", 0), ("lengths", 0), ("placement", -1)):
+        for key, low in (("offsets", 0), ("lengths", 0), ("placement", -1), ("read_group", -1)):
             if key in arrays and arrays[key].size and arrays[key].min() < low:
                 raise ValueError(f"{key}: expected values >= {low}, got {arrays[key].min()}")
         _check_int("queue_depth", queue_depth, 1, MAX_QUEUE_DEPTH)
@@ -491,8 +501,20 @@ class Device:
             lists.get("placement"),
             queue_depth,
             name,
+            lists.get("read_group"),
         )
         return self._result([self._drive(name, progress, request_log)])
+
+    def _read_group_sent(self) -> None:
+        """Read groups place data a wordline per group on TLC only; elsewhere they are
+        ignored, which the user hears about once per device."""
+        if self.config["cell"]["type"] != "tlc" and not getattr(self, "_read_group_warned", False):
+            self._read_group_warned = True
+            warnings.warn(
+                f"read_group hints are ignored: melded pages need TLC cells, this device's are "
+                f"{self.config['cell']['type']}",
+                stacklevel=3,
+            )
 
     def stats(self) -> dict[str, Any]:
         """The cumulative ``ssd`` statistics: WAF, GC, erases, energy, ECC, placement, time."""

@@ -56,6 +56,16 @@ def default_out(name: str, scale: str) -> str:
     return f"reproduce-{name}-{scale}"
 
 
+def study_text(name: str, out_dir: str) -> str | None:
+    """The terminal tables of a study whose report module writes its own (CSV, PNG), or
+    None for the studies the generic report serves alone."""
+    if name.startswith("melded"):
+        from ssdlab.melded import study_report
+
+        return study_report(out_dir)
+    return None
+
+
 def _spec_files() -> dict[str, Path]:
     folder = resources.files("ssdlab") / "specs"
     return {

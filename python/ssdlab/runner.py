@@ -71,6 +71,16 @@ def _simulate(task: dict[str, Any]) -> RunResult | DatabaseRun:
 
         hints = bool(parse_hints(task["hints"]))  # true/false, or "none"/"all"/a list
         return _hotcold(device, workload, seed=task["seed"], hints=hints)
+    if kind == "melded_read":
+        from ssdlab.db import parse_hints
+        from ssdlab.melded import run_melded_read
+
+        return run_melded_read(device, workload, hints=bool(parse_hints(task["hints"])))
+    if kind == "hdfs":
+        from ssdlab.db import parse_hints
+        from ssdlab.melded import run_hdfs
+
+        return run_hdfs(device, workload, seed=task["seed"], hints=bool(parse_hints(task["hints"])))
     if kind in WORKLOADS:
         return _database(device, workload, seed=task["seed"], hints=task["hints"])
     raise ValueError(f"unknown workload kind {kind!r}")

@@ -58,13 +58,28 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
         "request_bytes": 4096,
         "queue_depth": 32,
     },
+    # Melded pages (ssdlab.melded): write a region (with a read group when hints are on), then
+    # read it whole in one request; the run's read latency is the time to serve it.
+    "melded_read": {"request_bytes": 4096, "write_request_bytes": 1 << 20},
+    # HDFS-style DataNode (ssdlab.melded): block files written with a read group each, read
+    # whole by clients, optionally mixed with small random reads.
+    "hdfs": {
+        "blocks": 8,
+        "block_bytes": 128 << 20,
+        "writers": 4,
+        "packet_bytes": 1 << 20,
+        "clients": 4,
+        "read_bytes": 4 << 20,
+        "small_read_fraction": 0.0,
+        "small_read_bytes": 4096,
+    },
     # OLTP on SQLite on the device (ssdlab.db): memory settings relative to the loaded database.
     "tpcc": {"warehouses": 1, "population": 0.1, **RUN_DEFAULTS},
     "sysbench": {"tables": 1, "table_size": 10_000, **RUN_DEFAULTS},
 }
 
 #: Parameters that may be 0.
-_MAY_BE_ZERO = ("warmup_transactions",)
+_MAY_BE_ZERO = ("warmup_transactions", "small_read_fraction")
 
 _TOP_KEYS = {
     "name",

@@ -160,6 +160,9 @@ pub struct ChannelConfig {
     pub cache_read: bool,
     /// Cache program: data for the next program is transferred while the die is still busy.
     pub cache_program: bool,
+    /// A page transfer carries the page's OOB (spare) bytes too, as real NAND does when the
+    /// spare area is read or written with the page.
+    pub transfer_oob: bool,
 }
 
 impl Default for ChannelConfig {
@@ -170,6 +173,7 @@ impl Default for ChannelConfig {
             command_overhead_ns: 0,
             cache_read: false,
             cache_program: false,
+            transfer_oob: false,
         }
     }
 }
@@ -192,8 +196,69 @@ pub struct HostConfig {
     /// Host link bandwidth in MB/s (10^6 B/s); 0 models an infinitely fast link.
     pub link_mbps: u64,
     pub unmapped_read: UnmappedRead,
-    /// Read all pages of a wordline with one melded read when a request wants them all.
-    pub melded_reads: bool,
+    /// When a read senses a whole wordline at once (melded pages): off, on or auto (see
+    /// [`MeldedReads`]).
+    pub melded_reads: MeldedReads,
+}
+
+/// Melded reads (Arpith K., Gopinath: melded pages): one sensing of every reference voltage of a
+/// wordline returns all its pages, X + (2^bits - 1)·Y instead of one X per page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum MeldedReads {
+    /// Every page is read on its own (normal TLC).
+    #[default]
+    Off,
+    /// Every read senses its whole wordline and transfers all of its pages (the paper's melded
+    /// controller, for data placed a wordline per read group).
+    On,
+    /// Per wordline: meld when the pages wanted from it -- by this request and by host reads
+    /// already queued at its die -- cost less die time melded than read one by one (always
+    /// when they are the whole wordline); otherwise normal reads.
+    Auto,
+}
+
+impl MeldedReads {
+    pub const ALL: &'static [MeldedReads] = &[MeldedReads::Off, MeldedReads::On, MeldedReads::Auto];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MeldedReads::Off => "off",
+            MeldedReads::On => "on",
+            MeldedReads::Auto => "auto",
+        }
+    }
+}
+
+/// `off`, `on`, `auto`; `false` and `true` (the switch's older spelling) mean off and auto.
+impl<'de> Deserialize<'de> for MeldedReads {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = MeldedReads;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("one of \"off\", \"on\", \"auto\"")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<MeldedReads, E> {
+                Ok(if v {
+                    MeldedReads::Auto
+                } else {
+                    MeldedReads::Off
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<MeldedReads, E> {
+                match v {
+                    "off" => Ok(MeldedReads::Off),
+                    "on" => Ok(MeldedReads::On),
+                    "auto" => Ok(MeldedReads::Auto),
+                    other => Err(E::custom(format!(
+                        "unknown melded_reads value \"{other}\", expected one of \"off\", \"on\", \"auto\""
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl Default for HostConfig {
@@ -202,7 +267,7 @@ impl Default for HostConfig {
             queue_depth: 32,
             link_mbps: 3938,
             unmapped_read: UnmappedRead::Zero,
-            melded_reads: false,
+            melded_reads: MeldedReads::Off,
         }
     }
 }
@@ -451,8 +516,13 @@ pub enum AllocationKind {
     /// The least-loaded die at the time the page is placed, channel-first among equals.
     #[default]
     Dynamic,
-    /// A fixed channel-way-die-plane stripe per placement handle.
+    /// A fixed channel-way-die-plane stripe per placement handle (with single-plane dies, the
+    /// melded-pages paper's normal TLC layout: logical pages channel-first, each die filling
+    /// its wordlines in order).
     Static,
+    /// The same stripe, a whole wordline (one page per bit of a cell) per plane before the
+    /// next: the melded layout, consecutive pages share a wordline.
+    Wordline,
 }
 
 impl AllocationKind {
@@ -460,6 +530,7 @@ impl AllocationKind {
         match self {
             AllocationKind::Dynamic => "dynamic",
             AllocationKind::Static => "static",
+            AllocationKind::Wordline => "wordline",
         }
     }
 }
@@ -478,6 +549,13 @@ pub struct PlacementConfig {
     pub write_life_handles: Vec<u32>,
     pub sea_dyn_handle: u32,
     pub sea_stat_handle: u32,
+    /// Read-group hints (melded pages): a group's wordline left partly filled this long
+    /// without a write of the group is released to normal placement.
+    pub read_group_timeout_ns: u64,
+    /// Learn read groups from reads (melded pages): the logical units of a host read of at
+    /// least a wordline's worth of mapping units become one group, which later unhinted
+    /// writes of those units are placed by.
+    pub learn_read_groups: bool,
 }
 
 impl Default for PlacementConfig {
@@ -489,6 +567,8 @@ impl Default for PlacementConfig {
             write_life_handles: vec![0, 0, 1, 2, 3, 4],
             sea_dyn_handle: 1,
             sea_stat_handle: 0,
+            read_group_timeout_ns: 1_000_000,
+            learn_read_groups: false,
         }
     }
 }
@@ -963,8 +1043,14 @@ impl Config {
             }
         };
         let bytes_per_us = self.channel.rate_mtps as u64 * self.channel.bus_width_bytes as u64;
-        let page_transfer_ns = (g.page_size_bytes as u64 * 1000).div_ceil(bytes_per_us)
-            + self.channel.command_overhead_ns;
+        let transfer_bytes = g.page_size_bytes as u64
+            + if self.channel.transfer_oob {
+                g.oob_size_bytes as u64
+            } else {
+                0
+            };
+        let page_transfer_ns =
+            (transfer_bytes * 1000).div_ceil(bytes_per_us) + self.channel.command_overhead_ns;
         if self.ecc.codeword_bytes > g.page_size_bytes
             || !g.page_size_bytes.is_multiple_of(self.ecc.codeword_bytes)
         {
@@ -1452,6 +1538,27 @@ mod tests {
         assert_eq!(d.melded_read_ns, 38_000 + 7 * 20_000);
         // 4 KiB at 800 MT/s on an 8-bit bus: 5.12 us (device-model.md).
         assert_eq!(d.page_transfer_ns, 5_120);
+        // With the OOB bytes (128 by default): (4096 + 128) / 800 MB/s = 5.28 us.
+        let ov = vec![("channel.transfer_oob".to_string(), "true".to_string())];
+        let d = Config::from_toml("", "x", &ov).unwrap().derived();
+        assert_eq!(d.page_transfer_ns, 5_280);
+    }
+
+    #[test]
+    fn melded_reads_takes_its_names_and_the_old_switch() {
+        let parse = |v: &str| {
+            Config::from_toml("", "x", &[("host.melded_reads".into(), v.into())])
+                .map(|c| c.host.melded_reads)
+        };
+        assert_eq!(parse("\"on\"").unwrap(), MeldedReads::On);
+        assert_eq!(parse("auto").unwrap(), MeldedReads::Auto);
+        assert_eq!(parse("true").unwrap(), MeldedReads::Auto);
+        assert_eq!(parse("false").unwrap(), MeldedReads::Off);
+        let msg = parse("sometimes").unwrap_err().to_string();
+        assert!(
+            msg.contains("melded_reads") && msg.contains("\"off\", \"on\", \"auto\""),
+            "{msg}"
+        );
     }
 
     /// Every choice's `name()` is the spelling serde writes and the configuration accepts.
@@ -1475,6 +1582,7 @@ mod tests {
         check(GcPolicyKind::ALL, GcPolicyKind::name);
         check(WearLevelingKind::ALL, WearLevelingKind::name);
         check(GcDestinationKind::ALL, GcDestinationKind::name);
+        check(MeldedReads::ALL, MeldedReads::name);
         // The case that motivated it, through a configuration override.
         let c =
             Config::from_toml("", "x", &[("ftl.gc_policy".into(), "cost_benefit".into())]).unwrap();

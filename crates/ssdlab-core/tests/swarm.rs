@@ -69,7 +69,11 @@ fn random_overrides(rng: &mut Xoshiro256PlusPlus) -> Vec<(String, String)> {
         ),
         ("channel.cache_read", rng.gen_bool(0.5).to_string()),
         ("channel.cache_program", rng.gen_bool(0.5).to_string()),
-        ("host.melded_reads", rng.gen_bool(0.5).to_string()),
+        (
+            "host.melded_reads",
+            ["off", "on", "auto"][rng.gen_range(0..3)].to_string(),
+        ),
+        ("placement.learn_read_groups", rng.gen_bool(0.5).to_string()),
         ("ecc.codeword_bytes", "512".to_string()),
         ("stats.request_log", "true".to_string()),
     ]

@@ -506,8 +506,9 @@ impl PyDevice {
     }
 
     /// Start a closed-loop run over requests given as columns (ops: 0 read, 1 write, 2 trim;
-    /// placement: -1 for none, else an FDP placement id).
-    #[pyo3(signature = (ops, offsets, lengths, placement, queue_depth, name))]
+    /// placement: -1 for none, else an FDP placement id; read_group: -1 for none, else the
+    /// melded-pages read group).
+    #[pyo3(signature = (ops, offsets, lengths, placement, queue_depth, name, read_group=None))]
     // The arguments are the Python signature's (plus the GIL token): an options struct would
     // only move them into a dict on the Python side.
     #[allow(clippy::too_many_arguments)]
@@ -520,14 +521,16 @@ impl PyDevice {
         placement: Option<Vec<i64>>,
         queue_depth: u32,
         name: &str,
+        read_group: Option<Vec<i64>>,
     ) -> PyResult<()> {
         let n = ops.len();
         if offsets.len() != n
             || lengths.len() != n
             || placement.as_ref().is_some_and(|p| p.len() != n)
+            || read_group.as_ref().is_some_and(|g| g.len() != n)
         {
             return Err(value_error(
-                "ops, offsets, lengths and placement must have the same length".into(),
+                "ops, offsets, lengths, placement and read_group must have the same length".into(),
             ));
         }
         let mut requests = Vec::with_capacity(n);
@@ -549,6 +552,13 @@ impl PyDevice {
                     HintField::PlacementId
                         .set(&mut hint, HintValue::Int(p[i].into()))
                         .map_err(|e| value_error(format!("placement[{i}]: {e}")))?;
+                }
+            }
+            if let Some(g) = &read_group {
+                if g[i] >= 0 {
+                    HintField::ReadGroup
+                        .set(&mut hint, HintValue::Int(g[i].into()))
+                        .map_err(|e| value_error(format!("read_group[{i}]: {e}")))?;
                 }
             }
             requests.push(HostRequest {

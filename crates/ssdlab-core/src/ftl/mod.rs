@@ -147,6 +147,12 @@ pub trait Ftl: Send {
         -> Result<WriteOutcome, FtlError>;
     /// Does the host frontier of (`plane`, `handle`) have a partly filled page?
     fn host_page_filling(&self, plane: u32, handle: u32) -> bool;
+    /// Units the host frontier of (`plane`, `handle`) has written into its open block (0 with
+    /// none open), for placement that lines data up with wordlines; `None` if the FTL does not
+    /// keep frontiers this way.
+    fn host_frontier_units(&self, _plane: u32, _handle: u32) -> Option<u32> {
+        None
+    }
     /// Program the host page `ppa` before it is full (a write-through or a flush): its empty
     /// unit slots stay empty. False if it is not a partly filled page.
     fn pad_page(&mut self, ppa: u32) -> bool;

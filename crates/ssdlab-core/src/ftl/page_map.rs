@@ -607,6 +607,15 @@ impl Ftl for PageMapFtl {
         !self.at_page_start(plane, handle, HOST)
     }
 
+    fn host_frontier_units(&self, plane: u32, handle: u32) -> Option<u32> {
+        let block = self.open[self.slot(plane, handle, HOST)];
+        Some(if block == NONE {
+            0
+        } else {
+            self.write_ptr[block as usize]
+        })
+    }
+
     fn pad_page(&mut self, ppa: u32) -> bool {
         let block = self.geo.block_of(ppa);
         let b = block as usize;

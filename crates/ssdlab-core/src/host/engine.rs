@@ -20,6 +20,7 @@
 //! forced into page order once queued; read retries re-read the page as new transactions.
 
 use super::{page_span, Device, DeviceError};
+use crate::config::MeldedReads;
 use crate::ecc;
 use crate::ftl::{FlashOp, UnitWrite};
 use crate::nand::die::{ActiveOp, Die};
@@ -32,6 +33,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 const NONE: u32 = u32::MAX;
+
+mod wordline_join;
 
 #[derive(Debug, Clone, Copy)]
 struct Txn {
@@ -585,6 +588,9 @@ impl Device {
         let leader = e.queues[q].pop_front().expect("a queued transaction");
         e.queued[d] -= 1;
         let lt = e.txns[leader as usize];
+        // Queued host reads of the leader's wordline may join it as one melded read.
+        let melded = self.join_queued_wordline(die, q, leader);
+        let e = self.engine.as_mut().expect("engine");
         // Multi-plane: same kind and page offset on other planes, same class (a melded read
         // senses a whole wordline on its own).
         let mut members = 1u32;
@@ -592,9 +598,15 @@ impl Device {
         let mut tail = leader;
         let mut array_ns = lt.array_ns;
         let mut transfers = lt.transfers;
-        if lt.kind != TxnKind::Erase
+        if let Some((last, joined)) = melded {
+            tail = last;
+            members = joined;
+            array_ns = self.derived.melded_read_ns;
+            transfers = self.geo.bits_per_cell;
+        } else if lt.kind != TxnKind::Erase
             && lt.moves == 0
             && lt.decode_pages <= 1
+            && lt.transfers <= 1
             && e.planes_per_die > 1
         {
             let mut i = 0;
@@ -607,6 +619,7 @@ impl Device {
                     && t.class == lt.class
                     && t.page_in_block == lt.page_in_block
                     && t.decode_pages <= 1
+                    && t.transfers <= 1
                     && planes_used & bit == 0
                 {
                     e.queues[q].remove(i);
@@ -635,7 +648,7 @@ impl Device {
             }
             id = t.group_next;
         }
-        if members > 1 {
+        if members > 1 && melded.is_none() {
             self.flash.multi_plane_ops += 1;
         }
         let e = self.engine.as_mut().expect("engine");
@@ -1089,6 +1102,7 @@ impl Device {
         units: u64,
         slot: u32,
     ) -> Result<(), DeviceError> {
+        self.learn_read_group(first_unit, units);
         let unit_bytes = self.unit_bytes;
         let bits = self.geo.bits_per_cell as usize;
         // (page, bytes wanted from it); units of one page are read once.
@@ -1115,34 +1129,32 @@ impl Device {
             let e = self.engine();
             e.request(slot).complete_ns = e.request(slot).complete_ns.max(end);
         }
-        let melding = self.config.host.melded_reads && bits > 1 && mapped.len() >= bits;
-        if melding {
+        let melding = self.config.host.melded_reads != MeldedReads::Off && bits > 1;
+        if melding && mapped.len() > 1 {
             mapped.sort_unstable_by_key(|&(ppa, _)| ppa);
         }
         let mut i = 0;
         while i < mapped.len() {
             let ppa = mapped[i].0;
-            let whole_wordline = melding
-                && i + bits <= mapped.len()
-                && self.geo.page_type(ppa) == 0
-                && self.geo.wordline(mapped[i + bits - 1].0) == self.geo.wordline(ppa)
-                && mapped[i + bits - 1].0 == ppa + bits as u32 - 1;
-            let (array_ns, n) = if whole_wordline {
-                self.flash.melded_reads += 1;
-                (self.derived.melded_read_ns, bits)
+            let (n, meld) = if melding {
+                self.wordline_run(&mapped, i, |&(p, _)| p)
             } else {
-                (self.derived.read_ns[self.geo.page_type(ppa) as usize], 1)
+                (1, false)
+            };
+            let (array_ns, n, transfers) = if meld {
+                self.count_melded_read(n as u32);
+                (self.derived.melded_read_ns, n, bits)
+            } else {
+                let array_ns = self.derived.read_ns[self.geo.page_type(ppa) as usize];
+                self.count_host_read(1, array_ns + self.derived.page_transfer_ns);
+                (array_ns, 1, 1)
             };
             let host_bytes: u64 = mapped[i..i + n].iter().map(|&(_, b)| b).sum();
             let mut t = self.at_page(txn(TxnKind::Read, TxnClass::HostRead, array_ns), ppa);
-            t.transfers = n as u32;
+            t.transfers = transfers as u32;
             t.decode_pages = n as u32;
             t.host_bytes = host_bytes;
             t.request = slot;
-            self.count_host_read(
-                n as u32,
-                array_ns + n as u64 * self.derived.page_transfer_ns,
-            );
             self.work.first_ppa.get_or_insert(ppa);
             let e = self.engine();
             let id = e.new_txn(t);
@@ -1171,7 +1183,7 @@ impl Device {
             let unit = first_unit + i;
             let (lo, hi) = page_span(req, unit, unit_bytes);
             let arrive = self.host_data_in(start, hi - lo);
-            let plane = self.host_plane(handle, start);
+            let plane = self.host_plane_for(&req.hint, unit, handle, start);
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
             let outcome = self.ftl.write(

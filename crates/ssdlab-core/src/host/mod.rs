@@ -13,13 +13,14 @@
 mod engine;
 mod link;
 mod logs;
+mod meld;
 pub mod run;
 
 pub use run::{Loop, Progress, RunSpec};
 
 use link::LinkCalendar;
 
-use crate::config::{Config, ConfigError, Derived, UnmappedRead};
+use crate::config::{Config, ConfigError, Derived, MeldedReads, UnmappedRead};
 use crate::ecc;
 use crate::ftl::segments::{dyn_quota, DynQuota, SegmentGeometry};
 use crate::ftl::{build_ftl, FlashOp, Ftl, FtlError, Purpose, UnitWrite, WriteOutcome};
@@ -27,6 +28,7 @@ use crate::nand::store::UnitStore;
 use crate::nand::timing::Timeline;
 use crate::nand::Geometry;
 use crate::placement::allocation::{plane_allocator, PlaneAllocator};
+use crate::placement::wordline::ReadGroupPlacer;
 use crate::placement::{sea_handles, PlacementError, PlacementTable};
 use crate::request::{HostRequest, Op, SourceError};
 use crate::stats::{FlashCounters, RequestLogRow, SeaReportInputs, SeriesCounters, TimeSeries};
@@ -195,6 +197,8 @@ pub struct Device {
     page_link_ns: u64,
     work: RequestWork,
     sea: SeaReceived,
+    /// The wordline-aware scheduler of read-group writes (TLC only).
+    read_groups: Option<ReadGroupPlacer>,
     run: Option<Box<run::RunState>>,
     /// The event engine of a run whose scheduling is not plain FCFS reservation.
     engine: Option<Box<engine::Engine>>,
@@ -227,6 +231,7 @@ impl Device {
             config.channel.cache_read,
             config.channel.cache_program,
         );
+        let read_groups = meld::read_group_placer(&config, &geo, &derived);
         Device {
             allocator: plane_allocator(config.placement.allocation, &geo, config.placement.handles),
             placement: PlacementTable::new(&config.placement),
@@ -264,6 +269,7 @@ impl Device {
             page_link_ns,
             work: RequestWork::default(),
             sea: SeaReceived::default(),
+            read_groups,
             run: None,
             engine: None,
         }
@@ -845,6 +851,7 @@ impl Device {
         if out.is_some() && self.store.is_none() {
             return Err(DeviceError::NoDataStore);
         }
+        self.learn_read_group(first_unit, units);
         let unit_bytes = self.unit_bytes;
         let mut complete = start;
         let mut uncorrectable = false;
@@ -922,34 +929,29 @@ impl Device {
         let mut uncorrectable = false;
         let mut rest = std::mem::take(&mut self.scratch_txns);
         rest.clear();
-        if self.config.host.melded_reads && bits > 1 {
+        if self.config.host.melded_reads != MeldedReads::Off && bits > 1 {
             txns.sort_unstable_by_key(|t| t.ppa);
             let mut i = 0;
             while i < txns.len() {
-                let wl = self.geo.wordline(txns[i].ppa);
-                if i + bits <= txns.len()
-                    && self.geo.page_type(txns[i].ppa) == 0
-                    && self.geo.wordline(txns[i + bits - 1].ppa) == wl
-                {
+                let (n, meld) = self.wordline_run(txns, i, |t| t.ppa);
+                if meld {
                     let die = txns[i].die;
                     let t = self.derived.melded_read_ns;
                     let r = self.timeline.read(die, start, t, bits as u32, xfer);
                     self.note_wait(r.array_start_ns, start);
-                    self.flash.melded_reads += 1;
-                    self.count_host_read(bits as u32, t + xfer * bits as u64);
+                    self.count_melded_read(n as u32);
                     self.work.first_ppa.get_or_insert(txns[i].ppa);
                     let mut done = r.end_ns + self.derived.decode_ns;
-                    for k in 0..bits {
+                    for k in 0..n {
                         let (d, bad) = self.decode(txns[i + k].ppa, die, t, r.end_ns);
                         done = done.max(d);
                         uncorrectable |= bad;
                     }
-                    self.groups.push((done, per_page_bytes * bits as u64));
-                    i += bits;
+                    self.groups.push((done, per_page_bytes * n as u64));
                 } else {
-                    rest.push(txns[i]);
-                    i += 1;
+                    rest.extend_from_slice(&txns[i..i + n]);
                 }
+                i += n;
             }
         } else {
             rest.extend_from_slice(txns);
@@ -1015,7 +1017,7 @@ impl Device {
             let mut ready = arrive + encode;
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
-            let plane = self.host_plane(handle, start);
+            let plane = self.host_plane_for(&req.hint, unit, handle, start);
             let unit_write = UnitWrite {
                 unit,
                 handle,
@@ -1323,6 +1325,9 @@ impl Device {
     /// and the wear.
     pub fn reset_measurements(&mut self) {
         self.ftl.reset_counters();
+        if let Some(p) = self.read_groups.as_mut() {
+            p.reset_counters();
+        }
         self.flash = FlashCounters::default();
         self.timeline.reset();
         self.series.reset();
@@ -1365,7 +1370,7 @@ impl Device {
 
     /// The cumulative `ssd` object.
     pub fn ssd_json(&self) -> serde_json::Value {
-        crate::stats::ssd_json(&crate::stats::SsdReportInputs {
+        let mut ssd = crate::stats::ssd_json(&crate::stats::SsdReportInputs {
             ftl: self.ftl.counters(),
             flash: self.flash,
             handles: self.ftl.handle_counters(),
@@ -1391,7 +1396,9 @@ impl Device {
                 predicted_units_received: self.sea.predicted_units,
                 state: self.ftl.sea_state(),
             },
-        })
+        });
+        self.add_read_group_json(&mut ssd);
+        ssd
     }
 
     /// Close the time series' partial interval and return its rows.

@@ -8,6 +8,7 @@
 //! media bytes erased.
 
 pub mod allocation;
+pub mod wordline;
 
 use crate::config::PlacementConfig;
 use crate::request::{Hint, SeaClass};

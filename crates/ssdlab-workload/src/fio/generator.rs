@@ -342,6 +342,7 @@ impl FioSource {
         let map = (random && uniform && !job.norandommap).then(|| RandomMap::new(layout.nunits));
         let write_hint = Hint {
             write_life: job.write_hint,
+            read_group: job.read_group,
             ..Hint::default()
         };
         Ok(FioSource {

@@ -14,7 +14,8 @@
 //! `bssplit`, `blocksize_range`/`bsrange`, `size`, `offset`, `io_size`/`io_limit`,
 //! `number_ios`, `iodepth`, `numjobs` (1 only), `rwmixread`/`rwmixwrite`,
 //! `random_distribution`, `norandommap`, `randseed`, `runtime`, `time_based`, `ramp_time`,
-//! `write_hint`, `name`. Options that only matter to a real device or to fio's reporting are
+//! `write_hint`, `read_group` (ssdlab's own: the melded-pages read group of every write), `name`.
+//! Options that only matter to a real device or to fio's reporting are
 //! accepted and ignored ([`IGNORED_OPTIONS`]); any other option is an error naming it, so that
 //! a job file never silently means something else here than under fio.
 //!
@@ -66,6 +67,7 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
     "time_based",
     "ramp_time",
     "write_hint",
+    "read_group",
     "name",
 ];
 
@@ -242,6 +244,9 @@ pub struct JobSpec {
     pub randseed: Option<u64>,
     /// `write_hint`: the Linux write-life hint put on every write.
     pub write_hint: Option<WriteLife>,
+    /// `read_group` (ssdlab's own option): the melded-pages read group put on every write,
+    /// so a job's data fills whole wordlines and its large reads can meld.
+    pub read_group: Option<u64>,
     /// Line where each option was last set (for errors raised after parsing).
     pub option_lines: BTreeMap<String, usize>,
 }
@@ -272,6 +277,7 @@ impl JobSpec {
             norandommap: false,
             randseed: None,
             write_hint: None,
+            read_group: None,
             option_lines: BTreeMap::new(),
         }
     }
@@ -539,6 +545,7 @@ fn build_job(
             "time_based" => job.time_based = parse_bool(value).map_err(err)?,
             "ramp_time" => job.ramp_time_ns = Some(parse_time_ns(value).map_err(err)?),
             "write_hint" => job.write_hint = Some(parse_write_hint(value).map_err(err)?),
+            "read_group" => job.read_group = Some(parse_read_group(value).map_err(err)?),
             "name" => job.name = value.to_string(),
             _ => unreachable!("check_known let '{key}' through"),
         }
@@ -800,6 +807,15 @@ fn parse_distribution(value: &str) -> Result<DistributionSpec, String> {
     }
 }
 
+/// `read_group` takes what the hint vocabulary's `read_group` takes (a 64-bit integer), with
+/// its message when it does not fit.
+fn parse_read_group(value: &str) -> Result<u64, String> {
+    let hint: ssdlab_core::request::Hint = format!("read_group={value}")
+        .parse()
+        .map_err(|e: ssdlab_core::hint::HintError| e.to_string())?;
+    Ok(hint.read_group.expect("the one item given"))
+}
+
 /// fio's `write_hint` takes Linux write-life names (none, short, medium, long, extreme); the
 /// core's hint vocabulary parses them, so a job accepts the spellings a trace or Python does.
 fn parse_write_hint(value: &str) -> Result<WriteLife, String> {
@@ -951,6 +967,9 @@ mod tests {
             Some(WriteLife::Short)
         );
         assert_eq!(one("[j]\nrwmixwrite=30\n").rwmixread, 70);
+        assert_eq!(one("[j]\nread_group=7\n").read_group, Some(7));
+        let msg = err("[j]\nread_group=18446744073709551616\n");
+        assert!(msg.contains("read_group"), "{msg}");
     }
 
     #[test]

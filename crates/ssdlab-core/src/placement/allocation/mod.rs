@@ -7,9 +7,11 @@
 
 mod dynamic;
 mod stripe;
+mod wordline;
 
 pub use dynamic::LeastLoaded;
 pub use stripe::Stripe;
+pub use wordline::WordlineStripe;
 
 use crate::config::AllocationKind;
 use crate::nand::Geometry;
@@ -32,6 +34,7 @@ pub fn plane_allocator(
     match kind {
         AllocationKind::Dynamic => Box::new(LeastLoaded::new(geo, handles)),
         AllocationKind::Static => Box::new(Stripe::new(geo, handles)),
+        AllocationKind::Wordline => Box::new(WordlineStripe::new(geo, handles)),
     }
 }
 
