@@ -1,6 +1,7 @@
 """OLTP on a simulated SSD: the built-in workloads on SQLite whose files live on the device.
 
-:func:`run_oltp` is what ``ssdlab db run``, a sweep's ``tpcc`` / ``sysbench`` workloads and
+:func:`run_oltp` is what ``ssdlab db run``, a sweep's database workloads (``tpcc``,
+``tpcb``, ``tpch``, ``sysbench``) and
 ``ssdlab reproduce seassd`` call. One run, in order:
 
 1. the device is preconditioned if asked (filled, then overwritten at random until GC is in
@@ -13,7 +14,8 @@
 4. ``warmup_transactions`` run unmeasured, the device's measurements are reset, and
    ``transactions`` run, timed by the device's clock (simulated time, with the host's CPU time
    between I/Os added by the ``cpu`` model);
-5. ``PRAGMA integrity_check`` (and TPC-C's consistency conditions) must pass, or the run fails.
+5. ``PRAGMA integrity_check`` (and TPC-C's or TPC-B's consistency conditions) must pass, or the
+   run fails.
 
 The result is a dict: ``oltp`` (the driver's result, plus the memory settings, the share of
 device traffic that was writes, in pages -- the paper's page-sized write requests --, host
@@ -33,7 +35,7 @@ from ssdlab.sqlite import HINT_KINDS, parse_hints
 __all__ = ["HINT_KINDS", "RUN_DEFAULTS", "OltpSettings", "parse_hints", "render", "run_oltp"]
 
 #: What a database run takes besides its workload's own parameters, with the defaults; the
-#: sweep built-ins ``tpcc`` and ``sysbench`` take the same. The paper's redo log is 1/64 of
+#: sweep's database built-ins take the same. The paper's redo log is 1/64 of
 #: its buffer pool.
 RUN_DEFAULTS: dict[str, Any] = {
     "cache_fraction": 0.1,
@@ -90,6 +92,22 @@ class OltpSettings:
             raise ValueError(f"cpu: expected zero or wall, got {self.cpu!r}")
 
 
+def workload_params(builtin: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep built-in's parameters (its own and the run's, see :data:`RUN_DEFAULTS`) as
+    the workload's constructor takes them; ``ValueError`` names a bad one. TPC-H's ``query``
+    (one query per run, 0 for all four) becomes ``queries``."""
+    from ssdlab import oltp
+
+    labels = ("name", "kind", "builtin")
+    own = {k: v for k, v in params.items() if k not in RUN_DEFAULTS and k not in labels}
+    if "query" in own:
+        query = own.pop("query")
+        if query:
+            own["queries"] = (query,)
+    oltp.make_workload(builtin, **dict(own))
+    return own
+
+
 def database_bytes(connection: Any) -> int:
     (pages,) = connection.execute("PRAGMA page_count").fetchone()
     (size,) = connection.execute("PRAGMA page_size").fetchone()
@@ -100,7 +118,7 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
     """Run ``settings`` on ``device`` (an :class:`ssdlab.Device` with ``store_data=True``)
     and return ``{"oltp", "ssd", "sqlite"}``; see the module's description."""
     from ssdlab import oltp, sqlite
-    from ssdlab.oltp import tpcc
+    from ssdlab.oltp import tpcb, tpcc
 
     started = time.perf_counter()
     if settings.precondition:
@@ -155,10 +173,13 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
         problems = [row[0] for row in con.execute("PRAGMA integrity_check").fetchall()]
         if problems != ["ok"]:
             raise RuntimeError(f"{name}: integrity_check failed: {problems[:5]}")
-        if settings.workload == "tpcc":
-            violations = tpcc.check_consistency(con)
+        checks = {"tpcc": tpcc.check_consistency, "tpcb": tpcb.check_consistency}
+        if settings.workload in checks:
+            violations = checks[settings.workload](con)
             if violations:
-                raise RuntimeError(f"{name}: TPC-C consistency violated: {violations[:3]}")
+                raise RuntimeError(
+                    f"{name}: {settings.workload} consistency violated: {violations[:3]}"
+                )
     finally:
         con.close()
     io = after["connection"]
@@ -186,6 +207,8 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
         main_latency_ns=main_latency,
         main_p50_ms=main_latency.get("p50", 0.0) / 1e6,
         main_p99_ms=main_latency.get("p99", 0.0) / 1e6,
+        # Per transaction type, the mean in seconds: TPC-H's query times.
+        mean_s={kind: t.latency_ns.get("mean", 0.0) / 1e9 for kind, t in result.types.items()},
         load_wall_s=load_s,
         wall_s=time.perf_counter() - started,
     )

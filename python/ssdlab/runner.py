@@ -97,13 +97,13 @@ class DatabaseRun:
 
 
 def _database(device: Device, params: dict[str, Any], *, seed: int, hints: Any) -> DatabaseRun:
-    """TPC-C or sysbench on SQLite on the device (the runner has preconditioned it)."""
-    from ssdlab.db import RUN_DEFAULTS, OltpSettings, parse_hints, run_oltp
+    """A database workload (TPC-C, TPC-B, TPC-H, sysbench) on SQLite on the device (the
+    runner has preconditioned it)."""
+    from ssdlab.db import RUN_DEFAULTS, OltpSettings, parse_hints, run_oltp, workload_params
 
     # The task's workload entry is its name and kind, then the built-in's parameters: the
     # run's (RUN_DEFAULTS' keys) and the workload's own.
-    labels = ("name", "kind", "builtin")
-    own = {k: v for k, v in params.items() if k not in RUN_DEFAULTS and k not in labels}
+    own = workload_params(params["builtin"], params)
     settings = OltpSettings(
         workload=params["builtin"],
         params=own,

@@ -2,9 +2,9 @@
 
 A spec names a base configuration (a preset or a TOML file) with fixed overrides, one or more
 workloads (fio job files, block traces, the built-in ``hotcold`` workload of the demo, or the
-database workloads ``tpcc`` and ``sysbench`` of :mod:`ssdlab.db`), and axes: any configuration
-key exactly as ``--set`` takes it, ``seed``, ``hints`` (on/off, or for a database workload which
-SEA-SSD hints it sends: ``"classify+predict"``) and ``workload``. The axes are expanded as a
+database workloads ``tpcc``, ``tpcb``, ``tpch`` and ``sysbench`` of :mod:`ssdlab.db`), and
+axes: any configuration key exactly as ``--set`` takes it, ``seed``, ``hints`` (on/off, or for a
+database workload which SEA-SSD hints it sends: ``"classify+predict"``) and ``workload``. The axes are expanded as a
 product, or zipped where the spec says so. Optional ``[scales.NAME]`` tables replace parts of the
 spec for a smaller or larger run of the same study, and ``[report]`` chooses what ``ssdlab
 report`` plots. ``examples/sweep.toml`` is a commented example.
@@ -61,10 +61,15 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
     # OLTP on SQLite on the device (ssdlab.db): memory settings relative to the loaded database.
     "tpcc": {"warehouses": 1, "population": 0.1, **RUN_DEFAULTS},
     "sysbench": {"tables": 1, "table_size": 10_000, **RUN_DEFAULTS},
+    "tpcb": {"branches": 1, "population": 0.01, **RUN_DEFAULTS},
+    # TPC-H: one query per run (0 = the four, round-robin), so a report can plot each.
+    "tpch": {"scale_factor": 0.01, "query": 0, **RUN_DEFAULTS, "transactions": 4},
 }
 
+_DATABASE_BUILTINS = ("tpcc", "sysbench", "tpcb", "tpch")
+
 #: Parameters that may be 0.
-_MAY_BE_ZERO = ("warmup_transactions",)
+_MAY_BE_ZERO = ("warmup_transactions", "query")
 
 _TOP_KEYS = {
     "name",
@@ -477,6 +482,13 @@ def _builtin(name: str, table: dict[str, Any], lines: _Lines, where: tuple[str, 
                 f"{' below 1' if 'fraction' in key else ''}, got {value!r}",
             )
         params[key] = value
+    if builtin in _DATABASE_BUILTINS:
+        from ssdlab.db import workload_params
+
+        try:
+            workload_params(builtin, params)
+        except ValueError as error:
+            raise lines.error(where, "builtin", f"workloads.{name}: {error}") from None
     params = {"builtin": builtin, **params}
     return Workload(name=name, kind=builtin, params=params, digest=_sha256(params))
 
