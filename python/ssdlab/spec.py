@@ -4,10 +4,10 @@ A spec names a base configuration (a preset or a TOML file) with fixed overrides
 workloads (fio job files, block traces, the built-in ``hotcold`` workload of the demo, or the
 database workloads ``tpcc``, ``tpcb``, ``tpch`` and ``sysbench`` of :mod:`ssdlab.db`), and
 axes: any configuration key exactly as ``--set`` takes it, ``seed``, ``hints`` (on/off, or for a
-database workload which SEA-SSD hints it sends: ``"classify+predict"``) and ``workload``. The axes are expanded as a
-product, or zipped where the spec says so. Optional ``[scales.NAME]`` tables replace parts of the
-spec for a smaller or larger run of the same study, and ``[report]`` chooses what ``ssdlab
-report`` plots. ``examples/sweep.toml`` is a commented example.
+database workload which SEA-SSD hints it sends: ``"classify+predict"``) and ``workload``. The
+axes are expanded as a product, or zipped where the spec says so. Optional ``[scales.NAME]``
+tables replace parts of the spec for a smaller or larger run of the same study, and
+``[report]`` chooses what ``ssdlab report`` plots. ``examples/sweep.toml`` is a commented example.
 
 Every point of the grid is validated by the core (the same parser and checks as ``--set``)
 before anything runs, and every error names the spec file, the line and the key. Each run is
