@@ -374,6 +374,13 @@ def _add_sweep_commands(commands: Any) -> None:
         help="host CPU time between I/Os: none (default) or measured wall time",
     )
     db_run.add_argument(
+        "--backend",
+        choices=("block", "native"),
+        default="block",
+        help="block: the device's FTL behind its block interface (default); native: NoFTL, "
+        "SQLite's store maps pages onto the device's native flash itself",
+    )
+    db_run.add_argument(
         "--no-precondition",
         dest="precondition",
         action="store_false",
@@ -927,9 +934,10 @@ def _cmd_db_run(args: argparse.Namespace) -> int:
             wal_per_cache=args.wal_per_cache,
             transactions=args.transactions,
             warmup_transactions=args.warmup,
-            hints=parse_hints(args.hints),
+            hints=frozenset() if args.backend == "native" else parse_hints(args.hints),
             cpu=args.cpu,
             precondition=args.precondition,
+            backend=args.backend,
         )
     except ValueError as err:
         # The settings' errors start with their field's name: say the option's instead.

@@ -30,9 +30,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ssdlab.sqlite import HINT_KINDS, parse_hints
+from ssdlab.sqlite import BACKENDS, HINT_KINDS, parse_hints
 
-__all__ = ["HINT_KINDS", "RUN_DEFAULTS", "OltpSettings", "parse_hints", "render", "run_oltp"]
+__all__ = [
+    "BACKENDS",
+    "HINT_KINDS",
+    "RUN_DEFAULTS",
+    "OltpSettings",
+    "parse_hints",
+    "render",
+    "run_oltp",
+]
 
 #: What a database run takes besides its workload's own parameters, with the defaults; the
 #: sweep's database built-ins take the same. The paper's redo log is 1/64 of
@@ -70,6 +78,9 @@ class OltpSettings:
     page_size: int = 4096
     precondition: bool = True
     load_seed: int = 1
+    #: "block": the device's FTL behind its block interface; "native": NoFTL, the store's host
+    #: FTL on the device's native flash (no preconditioning or hints: the flash is the host's).
+    backend: str = "block"
 
     def __post_init__(self) -> None:
         from ssdlab import oltp
@@ -88,6 +99,8 @@ class OltpSettings:
             low = 1 if name == "transactions" else 0
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend: expected {' or '.join(BACKENDS)}, got {self.backend!r}")
         if self.cpu not in ("zero", "wall"):
             raise ValueError(f"cpu: expected zero or wall, got {self.cpu!r}")
 
@@ -121,15 +134,18 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
     from ssdlab.oltp import tpcb, tpcc
 
     started = time.perf_counter()
-    if settings.precondition:
+    native = settings.backend == "native"
+    hints: Any = False if native else settings.hints
+    if settings.precondition and not native:
         device.precondition()
     name = f"{settings.workload}.db"
     loader = sqlite.connect(
         device,
         name,
-        hints=settings.hints,
+        hints=hints,
         page_size=settings.page_size,
         cpu="zero",
+        backend=settings.backend,
     )
     try:
         workload = oltp.load(settings.workload, loader, seed=settings.load_seed, **settings.params)
@@ -148,7 +164,8 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
     con = sqlite.connect(
         device,
         name,
-        hints=settings.hints,
+        hints=hints,
+        backend=settings.backend,
         cache_bytes=cache_bytes,
         wal_limit_bytes=wal_bytes,
         cpu=settings.cpu,
@@ -164,12 +181,19 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
                 transactions=settings.warmup_transactions,
             )
         before = con.stats()["connection"]
-        device.reset_measurements()
+        if not native:  # the native flash's counters run on: the run's share is taken apart
+            device.reset_measurements()
+        host_before = con.stats().get("host_ftl")
+        clock_before = con.clock_ns()
         result = oltp.run(
             workload, con, clock=con.clock_ns, seed=seed, transactions=settings.transactions
         )
         after = con.stats()
-        ssd = device.stats()
+        ssd = (
+            _native_stats(device, after, host_before, con.clock_ns() - clock_before)
+            if native
+            else device.stats()
+        )
         problems = [row[0] for row in con.execute("PRAGMA integrity_check").fetchall()]
         if problems != ["ok"]:
             raise RuntimeError(f"{name}: integrity_check failed: {problems[:5]}")
@@ -193,7 +217,8 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
     committed = max(result.committed, 1)
     main_latency = _main_latency(result)
     out.update(
-        hints=hints_label(settings.hints),
+        backend=settings.backend,
+        hints=hints_label(frozenset() if native else settings.hints),
         database_bytes=db_bytes,
         cache_bytes=cache_bytes,
         wal_limit_bytes=wal_bytes,
@@ -213,6 +238,33 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
         wall_s=time.perf_counter() - started,
     )
     return {"oltp": out, "ssd": ssd, "sqlite": after}
+
+
+def _native_stats(
+    device: Any, after: dict[str, Any], before: dict[str, Any], elapsed_ns: int
+) -> dict[str, Any]:
+    """The ``ssd`` section of a run on native flash: the host FTL's counters over the measured
+    transactions (it is the FTL), in the block interface's names where they mean the same."""
+    now = after["host_ftl"]
+    delta = {
+        key: now[key] - before[key]
+        for key in ("host_page_writes", "host_page_reads", "gc_page_copies", "erases", "gc_ns")
+    }
+    writes = delta["host_page_writes"]
+    page_bytes = device.page_size
+    return {
+        "backend": "native",
+        "waf": (writes + delta["gc_page_copies"]) / writes if writes else 0.0,
+        "host_bytes_written": writes * page_bytes,
+        "gc": {"units_moved": delta["gc_page_copies"], "busy_ns": delta["gc_ns"]},
+        "flash": {"erases": delta["erases"], "page_reads": delta["host_page_reads"]},
+        "energy_j": 0.0,
+        "die_utilisation": 0.0,
+        "die_utilisation_max": 0.0,
+        "elapsed_ns": elapsed_ns,
+        "host_ftl": now,
+        "config_hash": getattr(device, "config_hash", None),
+    }
 
 
 def _main_latency(result: Any) -> dict[str, float]:

@@ -42,8 +42,11 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 #: Axes that are not configuration keys.
-SEED, HINTS, WORKLOAD = "seed", "hints", "workload"
-SPECIAL_AXES = (SEED, HINTS, WORKLOAD)
+SEED, HINTS, WORKLOAD, BACKEND = "seed", "hints", "workload", "backend"
+SPECIAL_AXES = (SEED, HINTS, WORKLOAD, BACKEND)
+#: The ``backend`` axis: a database on the device's block interface (its FTL) or on its
+#: native flash under the host's FTL (NoFTL). Only database workloads run natively.
+BACKENDS = ("block", "native")
 
 #: The configuration key the ``hints`` axis sets: off gives every experiment its baseline.
 HONOR_HINTS_KEY = "placement.honor_hints"
@@ -127,6 +130,8 @@ class Run:
     #: On/off, or which hints a database workload sends ("classify+predict", ...).
     hints: bool | str
     precondition_passes: float | None
+    #: "block" or "native" (a database on the host's FTL over the device's native flash).
+    backend: str = "block"
 
     def task(self) -> dict[str, Any]:
         """The plain-data form sent to a worker (no ssdlab objects, so any worker can load it)."""
@@ -140,6 +145,7 @@ class Run:
             "seed": self.seed,
             "hints": self.hints,
             "precondition_passes": self.precondition_passes,
+            "backend": self.backend,
         }
 
 
@@ -580,6 +586,12 @@ def _axes(
                         f"'+'-list of {', '.join(HINT_KINDS)} (e.g. \"classify+predict\"), "
                         f"got {v!r}",
                     ) from None
+        elif key == BACKEND:
+            for v in values:
+                if v not in BACKENDS:
+                    raise lines.error(
+                        where, key, f"axis 'backend': expected block or native, got {v!r}"
+                    )
         elif key == WORKLOAD:
             for v in values:
                 if v not in workloads:
@@ -702,6 +714,14 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
             checked[signature] = info["hash"]
         config_hash = checked[signature]
         workload = spec.workloads[point[WORKLOAD]]
+        backend = point.get(BACKEND, "block")
+        if backend == "native" and workload.kind not in _DATABASE_BUILTINS:
+            raise lines.error(
+                where,
+                BACKEND,
+                f"axis 'backend': workload {workload.name!r} ({workload.kind}) runs on the block "
+                "interface only; native flash runs database workloads",
+            )
         identity = {
             "version": _core.__version__,
             "config_hash": config_hash,
@@ -710,6 +730,8 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
             "hints": point[HINTS],
             "precondition": spec.precondition_passes,
         }
+        if backend != "block":  # keeps the keys of block-interface runs as they were
+            identity["backend"] = backend
         key = _sha256(identity)[:20]
         if key in seen:
             raise lines.error(
@@ -731,6 +753,7 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
                 seed=point[SEED],
                 hints=point[HINTS],
                 precondition_passes=spec.precondition_passes,
+                backend=backend,
             )
         )
     return runs
