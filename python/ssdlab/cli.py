@@ -1061,5 +1061,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         report = make_report(outcome.out_dir)
         print(f"# {report.title} ({args.scale})\n")
         print(headline(report))
+        extra = reproduce.extra_report(study.name, outcome.out_dir)
+        if extra:
+            print(f"\n{extra}")
         print(f"\nReport: {report.path}\n")
     return status

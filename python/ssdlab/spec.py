@@ -389,6 +389,7 @@ def _build(
     workloads = _workloads(raw.get("workloads"), lines, prefix, base_dir)
     axes = _axes(raw.get("axes", {}), lines, prefix, workloads)
     zip_groups = _zip_groups(raw.get("zip", []), axes, lines, top)
+    _no_value_twice(axes, zip_groups, lines, _tables(prefix, "axes"))
     report = raw.get("report", {})
     if not isinstance(report, dict):
         raise lines.error(top, "report", "report: expected a table [report]")
@@ -560,8 +561,6 @@ def _axes(
         line = lines.find(where, key) or 0
         if not isinstance(values, list) or not values:
             raise lines.error(where, key, f"axis {key!r}: expected a non-empty list of values")
-        if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
-            raise lines.error(where, key, f"axis {key!r}: a value is listed twice")
         if key == HONOR_HINTS_KEY:
             raise lines.error(
                 where, key, f"axis {key!r}: use the hints axis (hints = [false, true])"
@@ -616,6 +615,29 @@ def _axes(
     if HINTS not in keys:
         axes.append(Axis(key=HINTS, values=[True], line=0))
     return axes
+
+
+def _no_value_twice(
+    axes: list[Axis], zip_groups: list[list[str]], lines: _Lines, where: tuple[str, ...]
+) -> None:
+    """An axis lists each value once; zipped axes may repeat a value (a size shared by two
+    workloads) as long as no two of the group's tuples are the same."""
+    zipped = {k for group in zip_groups for k in group}
+    by_key = {a.key: a for a in axes}
+    for axis in axes:
+        values = axis.values
+        if axis.key not in zipped and len({_canonical(v) for v in values}) != len(values):
+            raise lines.error(where, axis.key, f"axis {axis.key!r}: a value is listed twice")
+    for group in zip_groups:
+        tuples = list(zip(*(by_key[k].values for k in group), strict=True))
+        if len({_canonical(t) for t in tuples}) != len(tuples):
+            raise lines.error(
+                where, group[0], f"zipped axes {group}: a combination of values is listed twice"
+            )
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 def _zip_groups(
