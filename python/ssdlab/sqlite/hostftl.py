@@ -9,8 +9,10 @@ to a :class:`HostFtl` instead of a block interface), selected by ``connect(..., 
 
 **Space.** The store keeps its extent layout (files are lists of extents of a logical page
 space, as a tablespace is a list of extents), but the logical space is the host FTL's own:
-``logical_pages`` flash pages' worth, the usable blocks less ``spare_fraction`` of them (the
-host's over-provisioning, default the paper's 116 spare blocks over 4096). A logical page is a
+``logical_pages`` flash pages' worth: by default as many as the device's block interface
+exports (its configured over-provisioning becomes the host's spare space, so both are compared
+on equal terms), or the usable blocks less ``spare_fraction`` of them; never fewer spare blocks
+than GC's reserve and the open blocks. A logical page is a
 flash page: the database page size is the flash page size. A write goes out of place to the
 next free page of an open block; the old copy becomes invalid.
 
@@ -75,9 +77,6 @@ NO_FILE = 0xFFFF_FFFF
 STREAMS = ("db", "log", "temp", "gc")
 GC_POLICIES = ("greedy", "cost_benefit")
 
-#: The paper's emulator: 116 spare blocks over 4096 logical ones.
-DEFAULT_SPARE_FRACTION = 116 / 4212
-
 _NONE = -1
 
 
@@ -121,14 +120,16 @@ class HostFtl:
         device: Any,
         *,
         gc_policy: str = "greedy",
-        spare_fraction: float = DEFAULT_SPARE_FRACTION,
+        spare_fraction: float | None = None,
         gc_free_blocks: int | None = None,
     ) -> None:
         if gc_policy not in GC_POLICIES:
             raise ValueError(
                 f"gc_policy: expected one of {', '.join(GC_POLICIES)}, got {gc_policy!r}"
             )
-        if isinstance(spare_fraction, bool) or not 0 < spare_fraction < 0.9:
+        if spare_fraction is not None and (
+            isinstance(spare_fraction, bool) or not 0 < spare_fraction < 0.9
+        ):
             raise ValueError(
                 f"spare_fraction: expected a number in (0, 0.9), got {spare_fraction!r}"
             )
@@ -157,7 +158,14 @@ class HostFtl:
         self.gc_free_blocks = (
             gc_free_blocks if gc_free_blocks is not None else len(STREAMS) * self.dies + 2
         )
-        spare = max(round(usable * spare_fraction), self.gc_free_blocks + len(STREAMS) * self.dies)
+        reserve = self.gc_free_blocks + len(STREAMS) * self.dies
+        if spare_fraction is None:
+            # The same logical space as the device's block interface (its over-provisioning),
+            # so that the host FTL and the device's FTL are compared on equal terms.
+            logical_blocks = device.logical_bytes // (self.page_bytes * self.pages_per_block)
+            spare = max(usable - logical_blocks, reserve)
+        else:
+            spare = max(round(usable * spare_fraction), reserve)
         if spare >= usable:
             raise ValueError(
                 f"the flash has {usable} usable blocks; the host FTL keeps {spare} spare "
@@ -503,7 +511,7 @@ class HostFtlStore(DeviceStore):
         device: Any,
         *,
         gc_policy: str = "greedy",
-        spare_fraction: float = DEFAULT_SPARE_FRACTION,
+        spare_fraction: float | None = None,
         extent_bytes: int = EXTENT_BYTES,
         crash_tracking: bool = False,
         sea_recent_checkpoints: int = 2,
