@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -362,6 +363,9 @@ TEXT_POOL_BYTES = 1 << 19
 
 TABLES = ("part", "orders", "lineitem")
 
+#: Orders (with their lines) per load transaction.
+ORDERS_PER_COMMIT = 2_500
+
 SCHEMA = (
     """CREATE TABLE part (
         p_partkey INTEGER PRIMARY KEY, p_name VARCHAR(55), p_mfgr CHAR(25), p_brand CHAR(10),
@@ -561,19 +565,16 @@ class Tpch:
             cur, f"INSERT INTO part VALUES ({', '.join('?' * 9)})", self._parts(rng, pool)
         )
         conn.commit()
-        cur.execute("BEGIN")
+        # Orders and their lines in transactions of ORDERS_PER_COMMIT orders, as a bulk load
+        # commits: one transaction would hold the whole table in the WAL until it ends.
         lines: list[tuple[Any, ...]] = []
-
-        def orders() -> Any:
-            for order in self._orders(rng, pool, lines):
-                yield order
-                if len(lines) >= 10_000:
-                    cur.executemany(f"INSERT INTO lineitem VALUES ({', '.join('?' * 16)})", lines)
-                    lines.clear()
-
-        insert_batches(cur, f"INSERT INTO orders VALUES ({', '.join('?' * 9)})", orders())
-        cur.executemany(f"INSERT INTO lineitem VALUES ({', '.join('?' * 16)})", lines)
-        conn.commit()
+        orders = self._orders(rng, pool, lines)
+        while batch := list(itertools.islice(orders, ORDERS_PER_COMMIT)):
+            cur.execute("BEGIN")
+            cur.executemany(f"INSERT INTO orders VALUES ({', '.join('?' * 9)})", batch)
+            cur.executemany(f"INSERT INTO lineitem VALUES ({', '.join('?' * 16)})", lines)
+            conn.commit()
+            lines.clear()
 
     def _parts(self, rng: random.Random, pool: str) -> Any:
         randint = rng.randint
