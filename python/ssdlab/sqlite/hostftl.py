@@ -198,7 +198,8 @@ class HostFtl:
         self.free_count = 0
         #: Open block and next page index per (stream, die).
         self.open: dict[tuple[str, int], list[int]] = {}
-        self.cursor = dict.fromkeys(STREAMS, 0)
+        # Each stream starts on a die of its own, so streams written together use different dies.
+        self.cursor = {stream: index % self.dies for index, stream in enumerate(STREAMS)}
         self.mapped = 0
 
     def _give_free(self, block: int) -> None:
