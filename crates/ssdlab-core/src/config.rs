@@ -128,6 +128,10 @@ pub struct CellConfig {
     /// Suspensions allowed per operation; needs `suspend` (default 16: read-modify-write reads
     /// suspend too, and a cap of a few would leave host reads behind programs at their cap).
     pub max_suspends: Option<u32>,
+    /// Program/erase cycles a block survives (the native interface refuses an erase past it
+    /// and marks the block bad). Unset: 100k SLC, 10k MLC, 3k TLC, 1k QLC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endurance_cycles: Option<u32>,
 }
 
 impl Default for CellConfig {
@@ -144,6 +148,7 @@ impl Default for CellConfig {
             suspend_ns: None,
             resume_ns: None,
             max_suspends: None,
+            endurance_cycles: None,
         }
     }
 }
@@ -755,6 +760,12 @@ impl Config {
             return Err(invalid(
                 "geometry.pages_per_block",
                 "expected at most 65535".into(),
+            ));
+        }
+        if self.cell.endurance_cycles == Some(0) {
+            return Err(invalid(
+                "cell.endurance_cycles",
+                "expected a positive integer, got 0".into(),
             ));
         }
         let bits = self.cell.kind.bits_per_cell();

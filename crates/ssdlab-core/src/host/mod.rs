@@ -13,8 +13,10 @@
 mod engine;
 mod link;
 mod logs;
+mod native;
 pub mod run;
 
+pub use native::NativeFlash;
 pub use run::{Loop, Progress, RunSpec};
 
 use link::LinkCalendar;
@@ -26,6 +28,7 @@ use crate::ftl::{build_ftl, FlashOp, Ftl, FtlError, Purpose, UnitWrite, WriteOut
 use crate::nand::store::UnitStore;
 use crate::nand::timing::Timeline;
 use crate::nand::Geometry;
+use crate::native::{NandError, NativeFlashState};
 use crate::placement::allocation::{plane_allocator, PlaneAllocator};
 use crate::placement::{sea_handles, PlacementError, PlacementTable};
 use crate::request::{HostRequest, Op, SourceError};
@@ -73,6 +76,13 @@ pub enum DeviceError {
          ignore the hints)"
     )]
     SeaHandles { handle: u32, handles: u32 },
+    #[error(transparent)]
+    Nand(#[from] NandError),
+    #[error(
+        "the flash is driven through its native interface (Device::native): the block \
+         interface takes no requests"
+    )]
+    NativeOwned,
 }
 
 /// Outcome of one request.
@@ -198,6 +208,10 @@ pub struct Device {
     run: Option<Box<run::RunState>>,
     /// The event engine of a run whose scheduling is not plain FCFS reservation.
     engine: Option<Box<engine::Engine>>,
+    /// The flash's state once a native host owns it (`Device::native`).
+    native: Option<Box<NativeFlashState>>,
+    /// The block interface has taken a request or preconditioning (the flash is the FTL's).
+    block_interface_used: bool,
 }
 
 impl Device {
@@ -266,6 +280,8 @@ impl Device {
             sea: SeaReceived::default(),
             run: None,
             engine: None,
+            native: None,
+            block_interface_used: false,
         }
     }
 
@@ -478,6 +494,7 @@ impl Device {
 
     /// [`Device::peek`] into a buffer the caller allocated: its length is the extent's.
     pub fn peek_into(&self, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        self.check_block_interface()?;
         let length = out.len() as u64;
         self.check_extent("peek", offset, length)?;
         let store = self.store.as_ref().ok_or(DeviceError::NoDataStore)?;
@@ -542,7 +559,9 @@ impl Device {
         data: Option<&[u8]>,
         out: Option<&mut [u8]>,
     ) -> Result<Completion, DeviceError> {
+        self.check_block_interface()?;
         self.check_range(req)?;
+        self.block_interface_used = true;
         self.requests_seen += 1;
         self.work = RequestWork::default();
         self.maybe_background_gc(issue_ns)?;
@@ -1239,6 +1258,8 @@ impl Device {
                 "cannot precondition while a run is in progress",
             ));
         }
+        self.check_block_interface()?;
+        self.block_interface_used = true;
         let logical = self.derived.logical_units;
         let mut ops = Vec::with_capacity(1024);
         let mut written = 0u64;
@@ -1367,7 +1388,10 @@ impl Device {
             ftl: self.ftl.counters(),
             flash: self.flash,
             handles: self.ftl.handle_counters(),
-            erase_counts: self.ftl.erase_counts(),
+            erase_counts: match &self.native {
+                Some(native) => native.erase_counts(),
+                None => self.ftl.erase_counts(),
+            },
             energy_j: self.energy_json(),
             sim_time_ns: self.now_ns,
             seed: self.seed,
