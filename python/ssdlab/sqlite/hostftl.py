@@ -32,8 +32,10 @@ likewise.
 by the host's own valid counts, greedy (fewest valid pages) or cost-benefit (LFS: age x (1 - u)
 / 2u, age in sequence numbers since the block closed), its valid pages are read and programmed
 into the GC stream's open block on the victim's die, and it is erased. Free blocks are handed
-out least-worn first, per die (wear levelling as erase-count-aware allocation); a block whose
-erase fails at the endurance limit is retired.
+out least-worn first, per die (dynamic wear levelling as erase-count-aware allocation); when
+the most-erased block runs ``wear_gap`` erases ahead of the least-erased block holding data,
+that cold block is the next victim (static wear levelling: its long-lived data moves onto a
+worn block). A block whose erase fails at the endurance limit is retired.
 
 **Recovery.** Each programmed page's out-of-band area holds (file id, page within the file,
 sequence number) -- 16 bytes, ``OOB``. The page map lives in host RAM only. After a power loss
@@ -79,6 +81,11 @@ GC_POLICIES = ("greedy", "cost_benefit")
 
 _NONE = -1
 
+#: Static wear levelling: when the most-erased block is this many erases ahead of the least-
+#: erased block holding data, GC takes that cold block next, so its data moves to a worn block
+#: and the little-worn block joins the free pool.
+DEFAULT_WEAR_GAP = 16
+
 
 @dataclass
 class HostFtlCounters:
@@ -93,6 +100,8 @@ class HostFtlCounters:
     gc_page_copies: int = 0
     gc_ns: int = 0
     erases: int = 0
+    #: Victims taken for static wear levelling (cold blocks moved to worn ones).
+    wear_moves: int = 0
     retired_blocks: int = 0
     recoveries: list[dict[str, int]] = field(default_factory=list)
 
@@ -122,7 +131,11 @@ class HostFtl:
         gc_policy: str = "greedy",
         spare_fraction: float | None = None,
         gc_free_blocks: int | None = None,
+        wear_gap: int = DEFAULT_WEAR_GAP,
     ) -> None:
+        if isinstance(wear_gap, bool) or not isinstance(wear_gap, int) or wear_gap < 1:
+            raise ValueError(f"wear_gap: expected an integer >= 1, got {wear_gap!r}")
+        self.wear_gap = wear_gap
         if gc_policy not in GC_POLICIES:
             raise ValueError(
                 f"gc_policy: expected one of {', '.join(GC_POLICIES)}, got {gc_policy!r}"
@@ -194,6 +207,8 @@ class HostFtl:
         #: Sequence number when each block was closed (cost-benefit's age), -1 while not closed.
         self.closed_seq = array("q", [_NONE]) * self.total_blocks
         self.retired = set(bad)
+        #: Erase counts as the host keeps them (the flash's, read once at start).
+        self.erases = array("l", self.flash.erase_counts())
         self.free: list[list[tuple[int, int]]] = [[] for _ in range(self.dies)]
         self.free_count = 0
         #: Open block and next page index per (stream, die).
@@ -203,7 +218,7 @@ class HostFtl:
         self.mapped = 0
 
     def _give_free(self, block: int) -> None:
-        heapq.heappush(self.free[self.die_of[block]], (self.flash.erase_count(block), block))
+        heapq.heappush(self.free[self.die_of[block]], (self.erases[block], block))
         self.free_count += 1
 
     # -- the block interface the store calls ---------------------------------------------------
@@ -363,13 +378,20 @@ class HostFtl:
         return at_ns
 
     def _victim(self) -> int | None:
+        """The next block to collect: the coldest closed block when wear has drifted
+        ``wear_gap`` apart (static wear levelling), else the policy's choice among closed
+        blocks with something to gain."""
         open_blocks = {slot[0] for slot in self.open.values()}
         ppb = self.pages_per_block
+        erases = self.erases
         best, best_score = None, None
+        coldest, coldest_erases = None, None
         for block in range(self.total_blocks):
             closed = self.closed_seq[block]
             if closed == _NONE or block in open_blocks or block in self.retired:
                 continue
+            if coldest_erases is None or erases[block] < coldest_erases:
+                coldest, coldest_erases = block, erases[block]
             valid = self.valid[block]
             if valid == ppb:
                 continue
@@ -381,6 +403,9 @@ class HostFtl:
                 score = float("inf") if u == 0 else age * (1 - u) / (2 * u)
             if best_score is None or score > best_score:
                 best, best_score = block, score
+        if coldest is not None and max(erases) - coldest_erases > self.wear_gap:
+            self.counters.wear_moves += 1
+            return coldest
         return best
 
     def _collect(self, victim: int, at_ns: int) -> int:
@@ -417,6 +442,7 @@ class HostFtl:
             self.counters.retired_blocks += 1
             return at_ns
         self.counters.erases += 1
+        self.erases[block] += 1
         self._give_free(block)
         return done
 
