@@ -951,7 +951,8 @@ def _cmd_db_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         _err_console().print(
             f"Loading {args.workload} onto {device.source_name}"
-            f"{' (preconditioned)' if settings.precondition else ''} ..."
+            f"{' (preconditioned)' if settings.precondition and args.backend == 'block' else ''}"
+            f"{', native flash under the host FTL' if args.backend == 'native' else ''} ..."
         )
     result = run_oltp(device, settings, seed=args.seed)
     if args.output_format == "json":
