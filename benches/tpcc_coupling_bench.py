@@ -11,6 +11,9 @@ second on each, the coupling's own time per I/O (``vfs_ns_per_io``, target < 10 
 device simulation's time per I/O beside it. The two databases must end with the same contents
 (a digest of every table), so the coupling changes timing only.
 
+``--backend native`` runs the device side on native flash under the host FTL
+(:mod:`ssdlab.sqlite.hostftl`, NoFTL) instead.
+
 Run with ``make bench`` (or ``python benches/tpcc_coupling_bench.py [--transactions N]``);
 ``tests/test_sqlite_bench.py`` runs it tiny.
 """
@@ -38,6 +41,15 @@ DEVICE_OVERRIDES = {
     "geometry.chips_per_channel": 1,
     "geometry.blocks_per_plane": 160,
     "geometry.pages_per_block": 32,
+}
+
+
+#: The noftl preset's SLC flash on 4 single-plane dies (about 1 GiB) for ``--backend native``.
+NATIVE_OVERRIDES = {
+    "geometry.channels": 4,
+    "geometry.chips_per_channel": 1,
+    "geometry.planes_per_die": 1,
+    "geometry.blocks_per_plane": 1024,
 }
 
 
@@ -129,9 +141,16 @@ def on_tmpfs(population: float, transactions: int) -> tuple[float, str]:
     return wall, digest
 
 
-def on_device(population: float, transactions: int) -> tuple[float, str, dict]:
-    dev = ssdlab.Device("seassd", store_data=True, seed=1, overrides=DEVICE_OVERRIDES)
-    conn = ssdlab.sqlite.connect(dev, "tpcc.db", hints=True, cpu="zero")
+def on_device(
+    population: float, transactions: int, backend: str = "block"
+) -> tuple[float, str, dict]:
+    if backend == "native":
+        # NoFTL: the noftl preset's flash on 4 dies, driven by the store's host FTL.
+        dev = ssdlab.Device("noftl", store_data=True, seed=1, overrides=NATIVE_OVERRIDES)
+        conn = ssdlab.sqlite.connect(dev, "tpcc.db", hints=False, cpu="zero", backend="native")
+    else:
+        dev = ssdlab.Device("seassd", store_data=True, seed=1, overrides=DEVICE_OVERRIDES)
+        conn = ssdlab.sqlite.connect(dev, "tpcc.db", hints=True, cpu="zero")
     wl = oltp.load("tpcc", conn, seed=1, warehouses=1, population=population)
     before = conn.stats()["connection"]
     started = time.perf_counter()
@@ -148,9 +167,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--population", type=float, default=0.1)
     parser.add_argument("--transactions", type=int, default=5_000)
+    parser.add_argument(
+        "--backend",
+        choices=("block", "native"),
+        default="block",
+        help="block: the seassd preset's FTL (default); native: the host FTL on native flash",
+    )
     args = parser.parse_args(argv)
     base_s, base_digest = on_tmpfs(args.population, args.transactions)
-    dev_s, dev_digest, io = on_device(args.population, args.transactions)
+    dev_s, dev_digest, io = on_device(args.population, args.transactions, args.backend)
     if base_digest != dev_digest:
         raise SystemExit("the two databases differ after the same transactions")
     calls = max(io["io_calls"], 1)
@@ -168,7 +193,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(
         f"TPC-C, 1 warehouse at population {args.population}, {args.transactions} transactions\n"
         f"  SQLite on tmpfs        {base_s:7.2f} s  {result['tmpfs_tps_wall']:8.0f} tx/wall s\n"
-        f"  ssdlab.sqlite (device) {dev_s:7.2f} s  {result['device_tps_wall']:8.0f} tx/wall s"
+        f"  ssdlab.sqlite ({args.backend:6}) {dev_s:7.2f} s  "
+        f"{result['device_tps_wall']:8.0f} tx/wall s"
         f"  ratio {result['ratio']:.2f}x (target <= 1.5x)\n"
         f"  coupling per I/O {result['vfs_us_per_io']:.2f} us (target < 10 us), device "
         f"simulation per I/O {result['device_us_per_io']:.2f} us, {io['io_calls']:,} I/O calls; "
