@@ -232,3 +232,20 @@ def test_one_device_cannot_mix_backends() -> None:
     ssdlab.sqlite.connect(dev, "a.db", **OPTIONS).close()
     with pytest.raises(ValueError, match="backend: the device's SQLite files already use"):
         ssdlab.sqlite.connect(dev, "b.db", **(OPTIONS | {"backend": "block"}))
+
+
+def test_log_tails_kept_in_ram_merge_appends_and_never_go_stale() -> None:
+    dev = native_device()
+    ftl = HostFtl(dev)
+    ftl.owner = lambda lpage: (2, lpage, "log")
+    page = ftl.page_bytes
+    ftl.write(0, b"a" * 100, dev.now)  # a log's first bytes: the page is read (unwritten)
+    ftl.write(100, b"b" * 100, dev.now)  # an append: merged with the tail in RAM
+    assert ftl.counters.tail_hits == 1
+    assert ftl.read(0, 200, dev.now)[0] == b"a" * 100 + b"b" * 100
+    ftl.write(0, b"c" * page, dev.now)  # the whole page rewritten: the kept tail is stale
+    ftl.write(page - 10, b"d" * 20, dev.now)
+    assert ftl.read(0, page + 10, dev.now)[0] == b"c" * (page - 10) + b"d" * 20
+    ftl.trim(0, 2 * page)
+    ftl.write(page + 10, b"e", dev.now)  # trimmed: zeros, not the kept tail
+    assert ftl.read(page, 11, dev.now)[0] == bytes(10) + b"e"

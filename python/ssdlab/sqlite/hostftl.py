@@ -81,6 +81,9 @@ GC_POLICIES = ("greedy", "cost_benefit")
 
 _NONE = -1
 
+#: Log tails kept in host RAM (pages that recent writes ended inside).
+TAIL_PAGES = 16
+
 #: Static wear levelling: when the most-erased block is this many erases ahead of the least-
 #: erased block holding data, GC takes that cold block next, so its data moves to a worn block
 #: and the little-worn block joins the free pool.
@@ -95,6 +98,8 @@ class HostFtlCounters:
     host_page_reads: int = 0
     unmapped_reads: int = 0
     read_modify_writes: int = 0
+    #: Partial-page writes merged with a log tail kept in host RAM (no flash read).
+    tail_hits: int = 0
     trimmed_pages: int = 0
     gc_runs: int = 0
     gc_page_copies: int = 0
@@ -148,6 +153,10 @@ class HostFtl:
             )
         self.device = device
         self.flash = device.native()
+        # The hot path calls the native handles themselves: the addresses it passes are its
+        # own (always in range), so the front end's argument checks would only cost time.
+        self._native = self.flash._handle
+        self._clock = device._handle
         g = self.flash.geometry
         self.page_bytes = int(g["page_bytes"])
         self.pages_per_block = int(g["pages_per_block"])
@@ -215,6 +224,9 @@ class HostFtl:
         self.open: dict[tuple[str, int], list[int]] = {}
         # Each stream starts on a die of its own, so streams written together use different dies.
         self.cursor = {stream: index % self.dies for index, stream in enumerate(STREAMS)}
+        #: The last page of recent writes that ended inside a page (a log's tail), as written:
+        #: the next append to it merges in host RAM instead of reading the page back.
+        self.tails: dict[int, bytes] = {}
         self.mapped = 0
 
     def _give_free(self, block: int) -> None:
@@ -225,13 +237,13 @@ class HostFtl:
 
     def submit(self, op: str, offset: int, length: int, data: Any, hint: Any) -> dict[str, Any]:
         """A request of the store at logical byte ``offset`` (the same call as a device's)."""
-        now = self.device.now
+        now = self._clock.now
         if op == "read":
             out, done = self.read(offset, length, now)
             self._advance(done)
             return {"data": out, "uncorrectable": False}
         if op == "write":
-            self._advance(self.write(offset, bytes(data), now))
+            self._advance(self.write(offset, data if type(data) is bytes else bytes(data), now))
             return {}
         if op == "trim":
             self.trim(offset, length)
@@ -241,11 +253,14 @@ class HostFtl:
         raise ValueError(f"host FTL: unknown operation {op!r}")
 
     def _advance(self, done: int) -> None:
-        if done > self.device.now:
-            self.device.advance_to(done)
+        clock = self._clock
+        if done > clock.now:
+            clock.advance_to(done)
 
     def read(self, offset: int, length: int, at_ns: int) -> tuple[bytes, int]:
         page_bytes = self.page_bytes
+        if length == page_bytes and not offset % page_bytes:  # a database page
+            return self._read_page(offset // page_bytes, at_ns)
         first, last = offset // page_bytes, (offset + length - 1) // page_bytes
         pieces = []
         done = at_ns
@@ -258,21 +273,25 @@ class HostFtl:
         return joined[start : start + length], done
 
     def _read_page(self, lpage: int, at_ns: int) -> tuple[bytes, int]:
-        self._check_range(lpage)
+        if not 0 <= lpage < self.logical_pages:
+            self._check_range(lpage)
         ppage = self.l2p[lpage]
         if ppage == _NONE:
             self.counters.unmapped_reads += 1
             return bytes(self.page_bytes), at_ns
         self.counters.host_page_reads += 1
-        data, _oob, done = self.flash.read(ppage, at_ns=at_ns)
-        return bytes(data), done
+        data, _oob, done = self._native.read(ppage, at_ns)
+        return data, done
 
     def write(self, offset: int, data: bytes, at_ns: int) -> int:
         page_bytes = self.page_bytes
         length = len(data)
         first, last = offset // page_bytes, (offset + length - 1) // page_bytes
         pages = last - first + 1
-        at_ns = self._ensure_free(pages, at_ns)
+        if self.free_count < self.gc_free_blocks + -(-pages // self.pages_per_block):
+            at_ns = self._ensure_free(pages, at_ns)
+        if length == page_bytes and offset == first * page_bytes:  # a database page
+            return self._program(first, data, at_ns)
         done = at_ns
         for lpage in range(first, last + 1):
             start = lpage * page_bytes
@@ -280,10 +299,18 @@ class HostFtl:
             piece = data[lo - offset : hi - offset]
             ready = at_ns
             if hi - lo < page_bytes:  # a partial page: merge with what the page holds
-                old, ready = self._read_page(lpage, at_ns)
-                self.counters.read_modify_writes += 1
+                old = self.tails.pop(lpage, None)
+                if old is None:
+                    old, ready = self._read_page(lpage, at_ns)
+                    self.counters.read_modify_writes += 1
+                else:
+                    self.counters.tail_hits += 1
                 piece = old[: lo - start] + piece + old[hi - start :]
             done = max(done, self._program(lpage, piece, ready))
+            if hi - lo < page_bytes and hi == offset + length:  # ends inside: keep the tail
+                self.tails[lpage] = piece
+                if len(self.tails) > TAIL_PAGES:
+                    del self.tails[next(iter(self.tails))]
         return done
 
     def trim(self, offset: int, length: int) -> None:
@@ -294,6 +321,7 @@ class HostFtl:
         for lpage in range(first, min(last, self.logical_pages)):
             self.trimmed_at[lpage] = self.seq
             ppage = self.l2p[lpage]
+            self.tails.pop(lpage, None)
             if ppage != _NONE:
                 self._invalidate(ppage)
                 self.l2p[lpage] = _NONE
@@ -307,27 +335,32 @@ class HostFtl:
     # -- writing --------------------------------------------------------------------------------
 
     def _program(self, lpage: int, data: bytes, at_ns: int) -> int:
-        self._check_range(lpage)
+        if not 0 <= lpage < self.logical_pages:
+            self._check_range(lpage)
         file_id, file_page, stream = self.owner(lpage)
         self.seq += 1
-        ppage = self._allocate(stream, self._next_die(stream))
-        done = self.flash.program(ppage, data, OOB.pack(file_id, file_page, self.seq), at_ns=at_ns)
+        die = self.cursor[stream]
+        self.cursor[stream] = (die + 1) % self.dies
+        slot = self.open.get((stream, die))
+        if slot is not None and slot[1] < self.pages_per_block:  # the open block has room
+            ppage = slot[0] * self.pages_per_block + slot[1]
+            slot[1] += 1
+        else:
+            ppage = self._allocate(stream, die)
+        done = self._native.program(ppage, data, OOB.pack(file_id, file_page, self.seq), at_ns)
         old = self.l2p[lpage]
         if old != _NONE:
             self._invalidate(old)
         else:
             self.mapped += 1
+        if self.tails:
+            self.tails.pop(lpage, None)  # rewritten: a kept tail is stale
         self.trimmed_at.pop(lpage, None)
         self.l2p[lpage] = ppage
         self.p2l[ppage] = lpage
         self.valid[ppage // self.pages_per_block] += 1
         self.counters.host_page_writes += 1
         return done
-
-    def _next_die(self, stream: str) -> int:
-        die = self.cursor[stream]
-        self.cursor[stream] = (die + 1) % self.dies
-        return die
 
     def _allocate(self, stream: str, die: int) -> int:
         """The next free page of ``stream``'s open block on ``die``, opening the die's
