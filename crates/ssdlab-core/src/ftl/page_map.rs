@@ -155,6 +155,12 @@ impl PageMapFtl {
         }
     }
 
+    /// The logical unit physical unit `unit` holds, if valid.
+    pub fn logical_of(&self, unit: u32) -> Option<u64> {
+        let lun = *self.p2l.get(unit as usize)?;
+        (lun != NONE).then_some(lun as u64)
+    }
+
     #[inline]
     fn slot(&self, plane: u32, handle: u32, kind: usize) -> usize {
         (plane as usize * self.handles as usize + handle as usize) * 2 + kind
@@ -925,6 +931,11 @@ mod tests {
                                 {
                                     programmed.remove(&p);
                                 }
+                            }
+                            FlashOp::TranslationRead { .. }
+                            | FlashOp::TranslationProgram { .. }
+                            | FlashOp::DeviceCpu { .. } => {
+                                unreachable!("the page map has no translation work")
                             }
                         }
                     }

@@ -15,6 +15,7 @@ mod link;
 mod logs;
 mod native;
 pub mod run;
+mod translation;
 
 pub use native::NativeFlash;
 pub use run::{Loop, Progress, RunSpec};
@@ -653,9 +654,11 @@ impl Device {
         Ok(())
     }
 
-    /// Time and apply the FTL's own flash work, starting no earlier than `ready_ns`.
-    fn apply_ftl_ops(&mut self, ops: &[FlashOp], ready_ns: u64) {
+    /// Time and apply the FTL's own flash work, starting no earlier than `ready_ns`. Returns
+    /// when the translation chain (if any) is done: the host access that needed it starts then.
+    fn apply_ftl_ops(&mut self, ops: &[FlashOp], ready_ns: u64) -> u64 {
         let xfer = self.derived.page_transfer_ns;
+        let mut chain = ready_ns;
         // When the units of the GC page being filled are all in the controller, encoded.
         let mut gc_data_ready = ready_ns;
         for op in ops {
@@ -701,8 +704,12 @@ impl Device {
                         .erase(die, ready_ns, self.config.cell.erase_ns);
                     self.count_erase(block, purpose == Purpose::Gc, false);
                 }
+                FlashOp::TranslationRead { .. }
+                | FlashOp::TranslationProgram { .. }
+                | FlashOp::DeviceCpu { .. } => chain = self.reserve_translation_step(op, chain),
             }
         }
+        chain
     }
 
     /// Count a GC read of a page (with its OOB: the logical addresses of its units), through
@@ -876,8 +883,9 @@ impl Device {
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
             let found = self.ftl.lookup(unit, &mut ops);
+            let mut ready = start;
             if !ops.is_empty() {
-                self.apply_ftl_ops(&ops, start);
+                ready = self.apply_ftl_ops(&ops, start);
             }
             self.ops = ops;
             let (lo, hi) = page_span(req, unit, unit_bytes);
@@ -902,7 +910,7 @@ impl Device {
                 page_in_block: self.geo.page_in_block(ppa),
                 plane: self.geo.plane_of(ppa),
                 ppa,
-                ready_ns: start,
+                ready_ns: ready,
             });
         }
         if immediate_bytes > 0 {
@@ -952,7 +960,10 @@ impl Device {
                 {
                     let die = txns[i].die;
                     let t = self.derived.melded_read_ns;
-                    let r = self.timeline.read(die, start, t, bits as u32, xfer);
+                    // After any translation work its pages' mappings needed.
+                    let ready = txns[i..i + bits].iter().map(|t| t.ready_ns).max();
+                    let ready = ready.unwrap_or(start);
+                    let r = self.timeline.read(die, ready, t, bits as u32, xfer);
                     self.note_wait(r.array_start_ns, start);
                     self.flash.melded_reads += 1;
                     self.count_host_read(bits as u32, t + xfer * bits as u64);
@@ -986,7 +997,10 @@ impl Device {
                     .map(|t| self.derived.read_ns[self.geo.page_type(t.ppa) as usize])
                     .max()
                     .unwrap_or(0);
-                let r = self.timeline.read(rest[i].die, start, t_read, n, xfer);
+                let ready = rest[i..j].iter().map(|t| t.ready_ns).max();
+                let r = self
+                    .timeline
+                    .read(rest[i].die, ready.unwrap_or(start), t_read, n, xfer);
                 self.note_wait(r.array_start_ns, start);
                 self.flash.multi_plane_ops += 1;
                 self.count_host_read(n, t_read + xfer * n as u64);
@@ -1044,7 +1058,8 @@ impl Device {
             };
             let outcome = self.ftl.write(unit_write, &mut ops);
             if !ops.is_empty() {
-                self.apply_ftl_ops(&ops, start);
+                // The program waits for the mapping's translation work (DFTL).
+                ready = ready.max(self.apply_ftl_ops(&ops, start));
             }
             self.ops = ops;
             let outcome = outcome?;
@@ -1230,7 +1245,7 @@ impl Device {
             // Only whole mapping units can be deallocated; partial ranges keep their data.
             if hi - lo == self.unit_bytes {
                 if let Some(store) = &mut self.store {
-                    if let Some(old) = self.ftl.lookup(unit, &mut self.ops) {
+                    if let Some(old) = self.ftl.mapped(unit) {
                         store.remove(old);
                     }
                 }
@@ -1286,7 +1301,11 @@ impl Device {
                                 dev.relocate_data(src, dst)
                             }
                             FlashOp::Erase { block, .. } => dev.drop_block_data(block),
-                            FlashOp::GcRead { .. } | FlashOp::GcProgram { .. } => {}
+                            FlashOp::GcRead { .. }
+                            | FlashOp::GcProgram { .. }
+                            | FlashOp::TranslationRead { .. }
+                            | FlashOp::TranslationProgram { .. }
+                            | FlashOp::DeviceCpu { .. } => {}
                         }
                     }
                     if let (Some(store), Some(old)) = (&mut dev.store, outcome.old) {
@@ -1384,6 +1403,26 @@ impl Device {
 
     /// The cumulative `ssd` object.
     pub fn ssd_json(&self) -> serde_json::Value {
+        let mut ssd = self.ssd_json_core();
+        // DFTL's cache and translation counters, and the native interface's.
+        if let Some(c) = self.ftl.dftl_counters() {
+            let mut dftl = serde_json::to_value(c).unwrap_or_default();
+            let lookups = c.lookups.max(1) as f64;
+            dftl["miss_rate"] = serde_json::json!(c.misses as f64 / lookups);
+            ssd["dftl"] = dftl;
+        }
+        if let Some(native) = &self.native {
+            let c = native.counters;
+            ssd["native"] = serde_json::json!({
+                "reads": c.reads, "programs": c.programs, "erases": c.erases,
+                "oob_reads": c.oob_reads, "rule_violations": c.rule_violations,
+                "bad_blocks": c.worn_out_blocks,
+            });
+        }
+        ssd
+    }
+
+    fn ssd_json_core(&self) -> serde_json::Value {
         crate::stats::ssd_json(&crate::stats::SsdReportInputs {
             ftl: self.ftl.counters(),
             flash: self.flash,
