@@ -30,6 +30,15 @@ def test_reproduce_noftl_quick(tmp_path):
         assert row["write.p99_us"] < 1.02 * row["write.clat_mean_us"]
     for workload in ("randread", "seqread"):
         assert 50 <= page_map.loc[workload, "read.clat_mean_us"] < 80
+    # DFTL caching 2 % of the mappings misses on nearly every random read of the filled
+    # device, and a miss reads a translation page first: about twice the page map's latency.
+    dftl = fio[fio["ftl.kind"] == "dftl"].set_index(["workload", "ftl.dftl_cached_fraction"])
+    two_percent = dftl.loc[("randread", 0.02), "read.clat_mean_us"]
+    assert 1.8 < two_percent / page_map.loc["randread", "read.clat_mean_us"] < 2.2
+    assert (
+        dftl.loc[("randwrite", 0.02), "write.clat_mean_us"]
+        > page_map.loc["randwrite", "write.clat_mean_us"]
+    )
 
     # (b) the databases: every workload on both backends, integrity checked by the runs.
     db = ssdlab.load_results(out / "noftl-db")
@@ -38,6 +47,22 @@ def test_reproduce_noftl_quick(tmp_path):
     assert set(db["oltp.workload"]) == {"tpcb", "tpcc", "tpch"}
     assert (db["oltp.transactions_per_s"] > 0).all()
     slowdown = pd.read_csv(out / "noftl-db" / "report" / "slowdown.csv")
+    assert set(slowdown.columns) >= {"page_map slowdown mean", "dftl 35 % slowdown mean"}
     assert set(slowdown["measure"]) >= {"transactions/s", "Q1 seconds", "Q14 seconds"}
     assert "slowdown vs" in result.stdout
     assert (out / "noftl-db" / "report" / "slowdown.png").stat().st_size > 5_000
+    # Every database workload is slower on DFTL at 2 % than on native flash.
+    assert (slowdown["dftl 2 % slowdown mean"] > 1.2).all()
+
+    # (c) the sensitivity: a scan of the cached table per eviction costs the device CPU more
+    # as the cache grows; the LRU list does not.
+    sens = ssdlab.load_results(out / "noftl-dftl")
+    assert (sens["status"] == "ok").all()
+    reads = sens[sens["workload"] == "randread"].set_index(
+        ["ftl.dftl_victim_search", "ftl.dftl_cached_fraction"]
+    )
+    assert reads.loc[("scan", 0.35), "dftl.cpu_ns"] > 10 * reads.loc[("lru", 0.35), "dftl.cpu_ns"]
+    assert (
+        reads.loc[("scan", 0.35), "read.clat_mean_us"]
+        > reads.loc[("lru", 0.35), "read.clat_mean_us"]
+    )
