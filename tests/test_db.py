@@ -136,6 +136,7 @@ def test_cli_db_run_prints_tables(capsys):
         (["tpcb", "--queries", "1"], "--queries applies to tpch only"),
         (["tpcb", "--scale", "1.5"], "--scale must be at least 1"),
         (["tpcb", "--population", "0"], "--population: tpcb population must be"),
+        (["tpcb", "--backend", "nvme"], "argument --backend: invalid choice"),
         (["tpcc", "--tables", "2"], "--tables applies to sysbench only"),
     ],
 )

@@ -276,3 +276,40 @@ def test_a_power_cut_during_tpcb_keeps_every_committed_transaction(seed: int) ->
     (rows,) = after.execute("SELECT COUNT(*) FROM pgbench_history").fetchone()
     assert rows in (committed, committed + 1)
     after.close()
+
+
+def test_native_runs_are_deterministic_with_zero_cpu_time() -> None:
+    settings = OltpSettings(
+        workload="tpcc",
+        params={"warehouses": 1, "population": 0.005},
+        transactions=100,
+        backend="native",
+        hints=frozenset(),
+    )
+    first, second = (run_oltp(native_device(blocks=40, dies=2), settings) for _ in range(2))
+    for key in ("transactions_per_s", "elapsed_ns", "device_write_bytes", "device_read_bytes"):
+        assert first["oltp"][key] == second["oltp"][key]
+    assert first["ssd"]["host_ftl"] == second["ssd"]["host_ftl"]
+
+
+def test_the_backend_axis_of_a_sweep_spec(tmp_path) -> None:
+    from ssdlab.spec import load as load_spec
+
+    spec = tmp_path / "s.toml"
+    base = (
+        'name = "s"\nconfig = "noftl"\nset = ["geometry.blocks_per_plane=64"]\n'
+        '[workloads.B]\nbuiltin = "tpcb"\nbranches = 1\ntransactions = 10\n'
+        '[workloads.J]\njob = "j.fio"\n'
+    )
+    (tmp_path / "j.fio").write_text("[j]\nrw=randread\nbs=4k\nsize=1m\n")
+    spec.write_text(base + '[axes]\nworkload = ["B"]\nbackend = ["native", "block"]\n')
+    runs = load_spec(spec).runs
+    assert [r.backend for r in runs] == ["native", "block"]
+    assert runs[0].key != runs[1].key
+    assert runs[0].task()["backend"] == "native"
+    spec.write_text(base + '[axes]\nworkload = ["J"]\nbackend = ["native"]\n')
+    with pytest.raises(ssdlab.ConfigError, match="runs on the block interface only"):
+        load_spec(spec)
+    spec.write_text(base + '[axes]\nworkload = ["B"]\nbackend = ["nvme"]\n')
+    with pytest.raises(ssdlab.ConfigError, match="axis 'backend': expected block or native"):
+        load_spec(spec)
