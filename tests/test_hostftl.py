@@ -183,6 +183,7 @@ def test_a_power_cut_on_native_flash_keeps_every_committed_transaction(seed: int
     recoveries = _STORES[dev].ftl.counters.recoveries
     assert len(recoveries) == 1
     assert recoveries[0]["scan_ns"] > 0
+    assert recoveries[0]["scanned_pages"] >= recoveries[0]["live_pages"] > 0
     after = ssdlab.sqlite.connect(dev, "tpcc.db", **OPTIONS)
     assert after.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     assert tpcc.check_consistency(after) == []
@@ -225,6 +226,24 @@ def test_db_run_on_native_flash() -> None:
 def test_bad_native_options_name_the_option(change: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ssdlab.sqlite.connect(native_device(), "x.db", **(OPTIONS | change))
+
+
+def test_crash_returns_the_recovery_report() -> None:
+    dev = native_device()
+    con = ssdlab.sqlite.connect(dev, "r.db", **OPTIONS)
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(500)])
+    con.commit()
+    before = dev.now
+    report = ssdlab.sqlite.crash(dev)
+    con.close()
+    assert report["live_pages"] > 0
+    # One OOB read per programmed page, on one die: at least the read time each.
+    assert report["scan_ns"] >= 50_000 * report["scanned_pages"]
+    assert dev.now >= before + report["scan_ns"]
+    after = ssdlab.sqlite.connect(dev, "r.db", **OPTIONS)
+    assert after.execute("SELECT COUNT(*) FROM t").fetchone() == (500,)
+    after.close()
 
 
 def test_one_device_cannot_mix_backends() -> None:

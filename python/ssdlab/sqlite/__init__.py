@@ -302,17 +302,20 @@ def connect(
     return connection
 
 
-def crash(device: Any) -> None:
+def crash(device: Any) -> dict[str, int] | None:
     """Simulate a power cut on ``device``: every write its SQLite files did not sync is lost
     (see :meth:`ssdlab.sqlite.store.DeviceStore.crash`). Connections open on it are dead
     afterwards (close them; their calls fail); open new ones to recover. Needs the device's
-    connections to have been opened with ``crash_tracking=True``."""
+    connections to have been opened with ``crash_tracking=True``, except on native flash
+    (``backend="native"``), where what was programmed survives and the host FTL rebuilds its
+    page map from the pages' OOB: the call then returns that recovery's report (pages scanned,
+    live pages, the scan's simulated ns, free blocks)."""
     from ssdlab.sqlite.store import _STORES
 
     store = _STORES.get(device)
     if store is None:
         raise ValueError("device: no SQLite files were opened on it")
-    store.crash()
+    return store.crash()
 
 
 __all__ = [

@@ -659,16 +659,17 @@ class HostFtlStore(DeviceStore):
 
     # -- power loss -----------------------------------------------------------------------------
 
-    def crash(self) -> None:
+    def crash(self) -> dict[str, int]:  # type: ignore[override]
         """A power loss: the host's RAM is gone -- the page map (rebuilt from OOB), gathered log
         writes not yet submitted, temporary files, open handles. What was programmed stays on
         flash: the host FTL has no volatile write cache. Each file is then cut to the size it
-        had at its last sync, as :meth:`DeviceStore.crash` does."""
+        had at its last sync, as :meth:`DeviceStore.crash` does. Returns the recovery's
+        report."""
         with self.lock:
             self.generation += 1
             self.active = None
             self.ftl.power_loss()
-            self.ftl.recover()
+            report = self.ftl.recover()
             for name, stored in list(self.files.items()):
                 stored.log_buffer.clear()
                 stored.shared = 0
@@ -688,3 +689,4 @@ class HostFtlStore(DeviceStore):
                 if stored.freelist is not None:
                     stored.freelist = FreelistTracker()
                 stored.wal_page_size = 0
+        return report
