@@ -332,3 +332,29 @@ def test_the_backend_axis_of_a_sweep_spec(tmp_path) -> None:
     spec.write_text(base + '[axes]\nworkload = ["B"]\nbackend = ["nvme"]\n')
     with pytest.raises(ssdlab.ConfigError, match="axis 'backend': expected block or native"):
         load_spec(spec)
+
+
+def test_streams_never_share_a_block() -> None:
+    """The database's pages and the WAL's go to open blocks of their own (and GC to its own),
+    so a block holds data of one lifetime class."""
+    dev = native_device(blocks=40, dies=2)
+    con = ssdlab.sqlite.connect(dev, "s.db", **OPTIONS)
+    wl = oltp.load("tpcb", con, seed=1, branches=2, population=0.01)
+    oltp.run(wl, con, clock=con.clock_ns, seed=2, transactions=1500)
+    store = _STORES[dev]
+    roles = {store.file_ids[name]: stored.role for name, stored in store.files.items()}
+    flash = dev.native()
+    ppb = store.ftl.pages_per_block
+    mixed = 0
+    seen = set()
+    for block in range(store.ftl.total_blocks):
+        kinds = set()
+        for index in range(flash.next_page(block)):
+            file_id = OOB.unpack_from(flash.read_oob(block * ppb + index)[0], 0)[0]
+            if file_id in roles:
+                kinds.add(roles[file_id])
+        mixed += len(kinds) > 1
+        seen |= kinds
+    assert seen == {"main", "wal"}
+    assert mixed == 0
+    con.close()
