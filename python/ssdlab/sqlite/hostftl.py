@@ -216,6 +216,9 @@ class HostFtl:
         #: Sequence number when each block was closed (cost-benefit's age), -1 while not closed.
         self.closed_seq = array("q", [_NONE]) * self.total_blocks
         self.retired = set(bad)
+        #: The stream whose open block each block last was (GC's blocks hold the survivors of
+        #: every stream's victims).
+        self.block_stream: dict[int, str] = {}
         #: Erase counts as the host keeps them (the flash's, read once at start).
         self.erases = array("l", self.flash.erase_counts())
         self.free: list[list[tuple[int, int]]] = [[] for _ in range(self.dies)]
@@ -381,6 +384,7 @@ class HostFtl:
             self.free_count -= 1
             slot = [block, 0]
             self.open[(stream, die)] = slot
+            self.block_stream[block] = stream
         ppage = slot[0] * ppb + slot[1]
         slot[1] += 1
         return ppage
