@@ -40,6 +40,10 @@ def test_reproduce_noftl_quick(tmp_path):
         > page_map.loc["randwrite", "write.clat_mean_us"]
     )
 
+    table = pd.read_csv(out / "report" / "fio.csv")
+    assert set(table["ftl"]) == {"page_map", "dftl 2 %", "dftl 15 %", "dftl 35 %"}
+    assert "randread IOPS / mean / p99 µs" in result.stdout
+
     # (b) the databases: every workload on both backends, integrity checked by the runs.
     db = ssdlab.load_results(out / "noftl-db")
     assert (db["status"] == "ok").all(), db[db["status"] != "ok"]["error"].tolist()

@@ -163,3 +163,53 @@ def _plot(rows: list[dict[str, Any]], baselines: list[str], path: Path) -> None:
     axes.set_title("NoFTL: slowdown of each baseline (above 1: NoFTL is faster)")
     axes.legend(fontsize=7)
     figure.savefig(path, dpi=120)
+
+
+def write_fio_table(out_dir: str | Path) -> str:
+    """The fio study's results in one compact table: per workload, the direction it measures
+    (a read workload's writes are its fill) for the page map and each DFTL, IOPS with mean and
+    p99 latency; also written as ``report/fio.csv``. "" without results."""
+    out = Path(out_dir)
+    results = load_results(out)
+    ok = results[results["status"] == "ok"].copy()
+    if ok.empty or "ftl.kind" not in ok:
+        return ""
+    ok["baseline"] = ok.apply(baseline_label, axis=1)
+    systems = sorted(set(ok["baseline"]), key=_baseline_order)
+    records = []
+    for workload in dict.fromkeys(ok["workload"]):
+        direction = "read" if "read" in str(workload) else "write"
+        rows = ok[ok["workload"] == workload]
+        for system in systems:
+            mine = rows[rows["baseline"] == system]
+            if mine.empty:
+                continue
+            records.append(
+                {
+                    "workload": workload,
+                    "direction": direction,
+                    "ftl": system,
+                    "iops": float(mine[f"{direction}.iops"].mean()),
+                    "mean_us": float(mine[f"{direction}.clat_mean_us"].mean()),
+                    "p99_us": float(mine[f"{direction}.p99_us"].mean()),
+                }
+            )
+    if not records:
+        return ""
+    frame = pd.DataFrame(records)
+    target = out / REPORT_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(target / "fio.csv", index=False)
+    header = ["workload", *systems]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(systems)]
+    for workload in dict.fromkeys(frame["workload"]):
+        cells = [f"{workload} IOPS / mean / p99 µs"]
+        for system in systems:
+            row = frame[(frame["workload"] == workload) & (frame["ftl"] == system)]
+            if row.empty:
+                cells.append("-")
+                continue
+            r = row.iloc[0]
+            cells.append(f"{r['iops']:,.0f} / {r['mean_us']:,.1f} / {r['p99_us']:,.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
