@@ -26,7 +26,8 @@ pub mod wear;
 
 pub use config::{Config, ConfigError};
 pub use host::{
-    Completion, Device, DeviceError, Loop, NativeFlash, PreconditionOptions, Progress, RunSpec,
+    Completion, Device, DeviceError, Loop, NativeFlash, PreconditionOptions, Progress,
+    RecoveryReport, RunSpec,
 };
 pub use request::{Hint, HostRequest, Op, RequestSource, SourceError, VecSource};
 

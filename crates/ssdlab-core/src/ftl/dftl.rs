@@ -496,6 +496,49 @@ impl Ftl for DftlFtl {
         self.inner.block_handle_of(unit)
     }
 
+    fn recover(&mut self, lost: &dyn Fn(u32) -> bool) -> super::RecoveryScan {
+        // The CMT is RAM: gone, dirty entries and all.
+        let c = &mut self.cmt;
+        c.slot_of.iter_mut().for_each(|s| *s = NONE);
+        c.unit.iter_mut().for_each(|u| *u = NONE);
+        (c.len, c.head, c.tail, c.free_slot) = (0, NONE, NONE, NONE);
+        self.deferred.clear();
+        self.inner.recover_from_oob(lost);
+        let mut scan = super::RecoveryScan::default();
+        // 1. The GTD: the OOB of the translation blocks, then each translation page read.
+        let translation_pages = self.data_units.div_ceil(self.entries_per_page);
+        let mut oldest_translation = u64::MAX;
+        for t in 0..translation_pages {
+            if let Some(pu) = self.inner.mapped(self.data_units + t) {
+                scan.full_pages.push(pu);
+                let (_, seq) = self.inner.oob_of(pu).expect("a mapped page has its OOB");
+                oldest_translation = oldest_translation.min(seq);
+            }
+        }
+        if translation_pages > 0 && scan.full_pages.len() < translation_pages as usize {
+            oldest_translation = 0; // some entries were never written back: scan everything
+        }
+        // 2. Data pages newer than their translation page: the OOB of every data block
+        // written since the oldest translation page (older blocks are all in the table).
+        let g = self.inner.geometry().clone();
+        for block in 0..g.blocks {
+            let units = self.inner.units_written(block);
+            if units == 0 {
+                continue;
+            }
+            let first = g.first_page(block);
+            let translation = self.inner.handle_of_block(block) == self.translation_handle;
+            let newest = (first..first + units)
+                .filter_map(|u| self.inner.oob_of(u).map(|(_, seq)| seq))
+                .max()
+                .unwrap_or(0);
+            if translation || newest > oldest_translation {
+                scan.oob_pages.extend(first..first + units);
+            }
+        }
+        scan
+    }
+
     fn check_invariants(&self) -> Result<(), String> {
         self.inner.check_invariants()?;
         let mut cached = 0;

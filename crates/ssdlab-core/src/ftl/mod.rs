@@ -208,8 +208,20 @@ pub trait Ftl: Send {
     fn sea_state(&self) -> SeaState;
     /// The placement handle that owns the block holding physical unit `unit`.
     fn block_handle_of(&self, unit: u32) -> u32;
+    /// After a power loss: drop the volatile state (mapping caches) and rebuild the mapping
+    /// from what is on flash (the OOB of programmed pages, translation pages); `lost(unit)`
+    /// names physical units whose program never completed. Returns what was read.
+    fn recover(&mut self, lost: &dyn Fn(u32) -> bool) -> RecoveryScan;
     /// Check L2P and P2L agree and valid counts close; a description of the first violation.
     fn check_invariants(&self) -> Result<(), String>;
+}
+
+/// What recovery after a power loss read from flash: the pages whose OOB area it scanned and
+/// the pages it read whole (DFTL's translation pages). Physical page numbers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryScan {
+    pub oob_pages: Vec<u32>,
+    pub full_pages: Vec<u32>,
 }
 
 /// The FTL registry.

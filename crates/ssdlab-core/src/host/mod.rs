@@ -14,10 +14,12 @@ mod engine;
 mod link;
 mod logs;
 mod native;
+mod power;
 pub mod run;
 mod translation;
 
 pub use native::NativeFlash;
+pub use power::RecoveryReport;
 pub use run::{Loop, Progress, RunSpec};
 
 use link::LinkCalendar;
@@ -213,6 +215,8 @@ pub struct Device {
     native: Option<Box<NativeFlashState>>,
     /// The block interface has taken a request or preconditioning (the flash is the FTL's).
     block_interface_used: bool,
+    /// After a power loss, until recovery: the physical units lost.
+    powered_off: Option<std::collections::BTreeSet<u32>>,
 }
 
 impl Device {
@@ -283,6 +287,7 @@ impl Device {
             engine: None,
             native: None,
             block_interface_used: false,
+            powered_off: None,
         }
     }
 
@@ -764,11 +769,15 @@ impl Device {
         self.drop_block_data(block);
     }
 
-    /// Data mode: the data of a GC-moved unit follows it.
+    /// Data mode: the data of a GC-moved unit is copied; the source keeps its copy until its
+    /// block is erased, as on flash (recovery after a power loss may find it the newest).
     #[inline]
     pub(super) fn relocate_data(&mut self, src: u32, dst: u32) {
         if let Some(store) = &mut self.store {
-            store.relocate(src, dst);
+            if let Some(data) = store.get(src) {
+                let copy: Box<[u8]> = data.into();
+                store.put(dst, copy);
+            }
         }
     }
 
@@ -1193,9 +1202,8 @@ impl Device {
             content[lo as usize..hi as usize].fill(0);
         }
         store.put(outcome.new, content);
-        if let Some(old) = outcome.old {
-            store.remove(old);
-        }
+        // The old copy's data stays until its block is erased, as on flash: a power loss
+        // before the new copy is programmed brings it back.
     }
 
     /// Program the request's pages, multi-plane where pages share a die and page offset.

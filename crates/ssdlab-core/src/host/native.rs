@@ -59,6 +59,11 @@ impl Device {
         if self.native.is_some() {
             return Err(DeviceError::NativeOwned);
         }
+        if self.powered_off.is_some() {
+            return Err(DeviceError::Run(
+                "the device lost power: call recover() before sending it requests",
+            ));
+        }
         Ok(())
     }
 }
