@@ -13,6 +13,8 @@ device simulation's time per I/O beside it. The two databases must end with the 
 
 The pair runs ``--rounds`` times (3), alternating, and the median round's figures are reported
 with every round's ratio: on a shared machine one run now and then is slowed by others.
+``--backend native`` runs the device side on native flash under the host FTL
+(:mod:`ssdlab.sqlite.hostftl`, NoFTL) instead.
 
 Run with ``make bench`` (or ``python benches/tpcc_coupling_bench.py [--transactions N]``);
 ``tests/test_sqlite_bench.py`` runs it tiny.
@@ -41,6 +43,15 @@ DEVICE_OVERRIDES = {
     "geometry.chips_per_channel": 1,
     "geometry.blocks_per_plane": 160,
     "geometry.pages_per_block": 32,
+}
+
+
+#: The noftl preset's SLC flash on 4 single-plane dies (about 1 GiB) for ``--backend native``.
+NATIVE_OVERRIDES = {
+    "geometry.channels": 4,
+    "geometry.chips_per_channel": 1,
+    "geometry.planes_per_die": 1,
+    "geometry.blocks_per_plane": 1024,
 }
 
 
@@ -132,9 +143,16 @@ def on_tmpfs(population: float, transactions: int) -> tuple[float, str]:
     return wall, digest
 
 
-def on_device(population: float, transactions: int) -> tuple[float, str, dict]:
-    dev = ssdlab.Device("seassd", store_data=True, seed=1, overrides=DEVICE_OVERRIDES)
-    conn = ssdlab.sqlite.connect(dev, "tpcc.db", hints=True, cpu="zero")
+def on_device(
+    population: float, transactions: int, backend: str = "block"
+) -> tuple[float, str, dict]:
+    if backend == "native":
+        # NoFTL: the noftl preset's flash on 4 dies, driven by the store's host FTL.
+        dev = ssdlab.Device("noftl", store_data=True, seed=1, overrides=NATIVE_OVERRIDES)
+        conn = ssdlab.sqlite.connect(dev, "tpcc.db", hints=False, cpu="zero", backend="native")
+    else:
+        dev = ssdlab.Device("seassd", store_data=True, seed=1, overrides=DEVICE_OVERRIDES)
+        conn = ssdlab.sqlite.connect(dev, "tpcc.db", hints=True, cpu="zero")
     wl = oltp.load("tpcc", conn, seed=1, warehouses=1, population=population)
     before = conn.stats()["connection"]
     started = time.perf_counter()
@@ -156,11 +174,17 @@ def main(argv: list[str] | None = None) -> dict:
         help="alternate the two runs this many times and report the median ratio (a shared "
         "machine slows one run now and then; the pair of one round ran under the same load)",
     )  # fmt: skip
+    parser.add_argument(
+        "--backend",
+        choices=("block", "native"),
+        default="block",
+        help="block: the seassd preset's FTL (default); native: the host FTL on native flash",
+    )
     args = parser.parse_args(argv)
     rounds = []
     for _ in range(max(1, args.rounds)):
         base_s, base_digest = on_tmpfs(args.population, args.transactions)
-        dev_s, dev_digest, io = on_device(args.population, args.transactions)
+        dev_s, dev_digest, io = on_device(args.population, args.transactions, args.backend)
         if base_digest != dev_digest:
             raise SystemExit("the two databases differ after the same transactions")
         rounds.append((dev_s / base_s, base_s, dev_s, io))
@@ -183,7 +207,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"TPC-C, 1 warehouse at population {args.population}, {args.transactions} transactions,"
         f" median of {len(rounds)} alternating rounds\n"
         f"  SQLite on tmpfs        {base_s:7.2f} s  {result['tmpfs_tps_wall']:8.0f} tx/wall s\n"
-        f"  ssdlab.sqlite (device) {dev_s:7.2f} s  {result['device_tps_wall']:8.0f} tx/wall s"
+        f"  ssdlab.sqlite ({args.backend:6}) {dev_s:7.2f} s  "
+        f"{result['device_tps_wall']:8.0f} tx/wall s"
         f"  ratio {ratio:.2f}x (target <= 1.5x; rounds "
         f"{', '.join(f'{r:.2f}' for r in result['ratios'])})\n"
         f"  coupling per I/O {result['vfs_us_per_io']:.2f} us (target < 10 us), device "

@@ -122,13 +122,21 @@ def test_cli_db_run_prints_tables(capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["tpcd"], "WORKLOAD: expected tpcc or sysbench"),
+        (["tpcd"], "WORKLOAD: expected tpcc, sysbench, tpcb, tpch"),
         (["tpcc", "--scale", "0"], "--scale must be at least 1"),
         (["tpcc", "--hints", "bogus"], "hints: expected True, False"),
         (["tpcc", "--cache-fraction", "0"], "--cache-fraction: expected a number in (0, 4]"),
         (["tpcc", "--warmup", "-1"], "--warmup: expected an integer >= 0"),
         (["tpcc", "--set", "placement.honor_hints=false"], "--hints sets it"),
-        (["sysbench", "--population", "0.5"], "--population applies to tpcc only"),
+        (["sysbench", "--population", "0.5"], "--population applies to tpcc and tpcb only"),
+        (["tpch", "--scale", "0"], "--scale: a TPC-H scale factor must be > 0"),
+        (["tpch", "--scale", "-0.5"], "--scale: a TPC-H scale factor must be > 0"),
+        (["tpch", "--queries", "1,3"], "--queries: tpch queries: unknown query 3"),
+        (["tpch", "--queries", "q99"], "--queries: tpch queries: unknown query 99"),
+        (["tpcb", "--queries", "1"], "--queries applies to tpch only"),
+        (["tpcb", "--scale", "1.5"], "--scale must be at least 1"),
+        (["tpcb", "--population", "0"], "--population: tpcb population must be"),
+        (["tpcb", "--backend", "nvme"], "argument --backend: invalid choice"),
         (["tpcc", "--tables", "2"], "--tables applies to sysbench only"),
     ],
 )

@@ -333,7 +333,7 @@ def test_a_failing_transaction_is_rolled_back(
 
 
 def test_registry_and_scale_alias() -> None:
-    assert sorted(oltp.WORKLOADS) == ["sysbench", "tpcc"]
+    assert sorted(oltp.WORKLOADS) == ["sysbench", "tpcb", "tpcc", "tpch"]
     assert oltp.make_workload("tpcc", scale=3).params() == {
         "warehouses": 3,
         "population": 1.0,

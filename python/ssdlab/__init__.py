@@ -25,8 +25,9 @@ from typing import Any
 from ssdlab import _core
 from ssdlab._core import __version__
 from ssdlab.device import Completion, Device, JobResult, RunResult
-from ssdlab.errors import ConfigError, DeviceError, SsdlabError, WorkloadError
+from ssdlab.errors import ConfigError, DeviceError, NandRuleError, SsdlabError, WorkloadError
 from ssdlab.hints import Hint
+from ssdlab.native import NativeFlash
 from ssdlab.serve import Server
 
 
@@ -59,6 +60,8 @@ __all__ = [
     "DeviceError",
     "Hint",
     "JobResult",
+    "NandRuleError",
+    "NativeFlash",
     "RunResult",
     "Server",
     "SsdlabError",

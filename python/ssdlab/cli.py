@@ -301,7 +301,8 @@ def _parser() -> argparse.ArgumentParser:
 def _add_sweep_commands(commands: Any) -> None:
     db = commands.add_parser(
         "db",
-        help="OLTP on SQLite whose files live on a simulated device (TPC-C, sysbench)",
+        help="databases on SQLite whose files live on a simulated device (TPC-C, TPC-B, "
+        "TPC-H, sysbench)",
         description="Database workloads on the simulated SSD: `ssdlab db run WORKLOAD` loads "
         "the workload's database through SQLite onto the device, runs its transactions in "
         "simulated time and prints transactions per second, latencies and device statistics.",
@@ -309,25 +310,30 @@ def _add_sweep_commands(commands: Any) -> None:
     db_commands = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     db_run = db_commands.add_parser(
         "run",
-        help="load and run TPC-C or sysbench oltp_read_write on a device",
+        help="load and run TPC-C, TPC-B, TPC-H or sysbench oltp_read_write on a device",
         description="Load WORKLOAD's database onto the device --on (after preconditioning it, "
         "unless --no-precondition), reopen it with the page cache and WAL limit given, run "
         "--warmup then --transactions transactions, check integrity, and report.",
     )
-    db_run.add_argument("workload", metavar="WORKLOAD", help="tpcc or sysbench")
+    db_run.add_argument("workload", metavar="WORKLOAD", help="tpcc, tpcb, tpch or sysbench")
     db_run.add_argument(
         "--scale",
-        type=int,
-        default=1,
+        type=float,
         metavar="N",
-        help="TPC-C warehouses, or sysbench rows per table (default 1 warehouse; "
-        "sysbench needs a larger N)",
+        help="TPC-C warehouses, TPC-B branches (pgbench's scale), TPC-H scale factor or "
+        "sysbench rows per table (default 1; TPC-H 0.01; sysbench needs a larger N)",
     )
     db_run.add_argument(
         "--population",
         type=float,
         metavar="F",
-        help="TPC-C: scale items, customers and orders per warehouse by F (default 1.0)",
+        help="TPC-C: scale items, customers and orders per warehouse by F; TPC-B: accounts "
+        "per branch (default 1.0)",
+    )
+    db_run.add_argument(
+        "--queries",
+        metavar="LIST",
+        help="TPC-H: the queries to run round-robin, e.g. 1,6,12,14 (the default)",
     )
     db_run.add_argument(
         "--tables", type=int, metavar="N", help="sysbench: number of tables (default 1)"
@@ -384,6 +390,13 @@ def _add_sweep_commands(commands: Any) -> None:
         choices=("zero", "wall"),
         default="zero",
         help="host CPU time between I/Os: none (default) or measured wall time",
+    )
+    db_run.add_argument(
+        "--backend",
+        choices=("block", "native"),
+        default="block",
+        help="block: the device's FTL behind its block interface (default); native: NoFTL, "
+        "SQLite's store maps pages onto the device's native flash itself",
     )
     db_run.add_argument(
         "--no-precondition",
@@ -919,6 +932,34 @@ _DB_RUN_OPTIONS = {
 }
 
 
+def _db_scale(args: argparse.Namespace) -> int | float:
+    """``--scale`` as its workload takes it: a TPC-H scale factor > 0, else an integer >= 1."""
+    if args.workload == "tpch":
+        scale = 0.01 if args.scale is None else args.scale
+        if not scale > 0:
+            raise UsageError(f"--scale: a TPC-H scale factor must be > 0, got {scale:g}")
+        return scale
+    scale = 1 if args.scale is None else args.scale
+    if scale < 1 or scale != int(scale):
+        raise UsageError(f"--scale must be at least 1, got {scale:g}")
+    return int(scale)
+
+
+def _db_option_error(workload: str, message: str) -> str:
+    """A workload's parameter error, with the option that sets the parameter named first."""
+    from ssdlab.oltp import SCALE_PARAMETER
+
+    for parameter, option in (
+        (SCALE_PARAMETER[workload], "--scale"),
+        ("population", "--population"),
+        ("queries", "--queries"),
+        ("tables", "--tables"),
+    ):
+        if f"{workload} {parameter}" in message:
+            return f"{option}: {message}"
+    return message
+
+
 def _cmd_db_run(args: argparse.Namespace) -> int:
     from ssdlab import oltp
     from ssdlab.config import parse_overrides
@@ -928,20 +969,22 @@ def _cmd_db_run(args: argparse.Namespace) -> int:
 
     _check_seed(args.seed)
     if args.workload not in oltp.WORKLOADS:
-        raise UsageError(f"WORKLOAD: expected {' or '.join(oltp.WORKLOADS)}, got {args.workload!r}")
-    if args.scale < 1:
-        raise UsageError(f"--scale must be at least 1, got {args.scale}")
-    params: dict[str, Any] = {"scale": args.scale}
-    if args.workload == "tpcc":
-        if args.tables is not None:
-            raise UsageError("--tables applies to sysbench only")
-        if args.population is not None:
-            params["population"] = args.population
-    else:
-        if args.population is not None:
-            raise UsageError("--population applies to tpcc only")
-        if args.tables is not None:
-            params["tables"] = args.tables
+        raise UsageError(f"WORKLOAD: expected {', '.join(oltp.WORKLOADS)}, got {args.workload!r}")
+    params: dict[str, Any] = {"scale": _db_scale(args)}
+    for option, value, workloads in (
+        ("--tables", args.tables, ("sysbench",)),
+        ("--population", args.population, ("tpcc", "tpcb")),
+        ("--queries", args.queries, ("tpch",)),
+    ):
+        if value is None:
+            continue
+        if args.workload not in workloads:
+            raise UsageError(f"{option} applies to {' and '.join(workloads)} only")
+        params[option[2:]] = value
+    try:
+        oltp.make_workload(args.workload, **dict(params))
+    except ValueError as err:
+        raise UsageError(_db_option_error(args.workload, str(err))) from None
     try:
         settings = OltpSettings(
             workload=args.workload,
@@ -950,9 +993,10 @@ def _cmd_db_run(args: argparse.Namespace) -> int:
             wal_per_cache=args.wal_per_cache,
             transactions=args.transactions,
             warmup_transactions=args.warmup,
-            hints=parse_hints(args.hints),
+            hints=frozenset() if args.backend == "native" else parse_hints(args.hints),
             cpu=args.cpu,
             precondition=args.precondition,
+            backend=args.backend,
         )
     except ValueError as err:
         # The settings' errors start with their field's name: say the option's instead.
@@ -966,7 +1010,8 @@ def _cmd_db_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         _err_console().print(
             f"Loading {args.workload} onto {device.source_name}"
-            f"{' (preconditioned)' if settings.precondition else ''} ..."
+            f"{' (preconditioned)' if settings.precondition and args.backend == 'block' else ''}"
+            f"{', native flash under the host FTL' if args.backend == 'native' else ''} ..."
         )
     result = run_oltp(device, settings, seed=args.seed)
     if args.output_format == "json":
@@ -1075,7 +1120,11 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         status = max(status, _summary(outcome, args.quiet))
         report = make_report(outcome.out_dir)
         print(f"# {report.title} ({args.scale})\n")
-        # A study with tables of its own (reproduce.study_text) prints them instead.
+        # A study with tables of its own (reproduce.study_text) prints them instead; some add
+        # a table of their own after the headline (reproduce.extra_report).
         print(reproduce.study_text(study.name, outcome.out_dir) or headline(report))
+        extra = reproduce.extra_report(study.name, outcome.out_dir)
+        if extra:
+            print(f"\n{extra}")
         print(f"\nReport: {report.path}\n")
     return status

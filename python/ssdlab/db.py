@@ -1,6 +1,7 @@
 """OLTP on a simulated SSD: the built-in workloads on SQLite whose files live on the device.
 
-:func:`run_oltp` is what ``ssdlab db run``, a sweep's ``tpcc`` / ``sysbench`` workloads and
+:func:`run_oltp` is what ``ssdlab db run``, a sweep's database workloads (``tpcc``,
+``tpcb``, ``tpch``, ``sysbench``) and
 ``ssdlab reproduce seassd`` call. One run, in order:
 
 1. the device is preconditioned if asked (filled, then overwritten at random until GC is in
@@ -13,7 +14,8 @@
 4. ``warmup_transactions`` run unmeasured, the device's measurements are reset, and
    ``transactions`` run, timed by the device's clock (simulated time, with the host's CPU time
    between I/Os added by the ``cpu`` model);
-5. ``PRAGMA integrity_check`` (and TPC-C's consistency conditions) must pass, or the run fails.
+5. ``PRAGMA integrity_check`` (and TPC-C's or TPC-B's consistency conditions) must pass, or the
+   run fails.
 
 The result is a dict: ``oltp`` (the driver's result, plus the memory settings, the share of
 device traffic that was writes, in pages -- the paper's page-sized write requests --, host
@@ -28,12 +30,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ssdlab.sqlite import HINT_KINDS, parse_hints
+from ssdlab.sqlite import BACKENDS, HINT_KINDS, parse_hints
 
-__all__ = ["HINT_KINDS", "RUN_DEFAULTS", "OltpSettings", "parse_hints", "render", "run_oltp"]
+__all__ = [
+    "BACKENDS",
+    "HINT_KINDS",
+    "RUN_DEFAULTS",
+    "OltpSettings",
+    "parse_hints",
+    "render",
+    "run_oltp",
+]
 
 #: What a database run takes besides its workload's own parameters, with the defaults; the
-#: sweep built-ins ``tpcc`` and ``sysbench`` take the same. The paper's redo log is 1/64 of
+#: sweep's database built-ins take the same. The paper's redo log is 1/64 of
 #: its buffer pool.
 RUN_DEFAULTS: dict[str, Any] = {
     "cache_fraction": 0.1,
@@ -68,6 +78,9 @@ class OltpSettings:
     page_size: int = 4096
     precondition: bool = True
     load_seed: int = 1
+    #: "block": the device's FTL behind its block interface; "native": NoFTL, the store's host
+    #: FTL on the device's native flash (no preconditioning or hints: the flash is the host's).
+    backend: str = "block"
 
     def __post_init__(self) -> None:
         from ssdlab import oltp
@@ -86,8 +99,26 @@ class OltpSettings:
             low = 1 if name == "transactions" else 0
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend: expected {' or '.join(BACKENDS)}, got {self.backend!r}")
         if self.cpu not in ("zero", "wall"):
             raise ValueError(f"cpu: expected zero or wall, got {self.cpu!r}")
+
+
+def workload_params(builtin: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep built-in's parameters (its own and the run's, see :data:`RUN_DEFAULTS`) as
+    the workload's constructor takes them; ``ValueError`` names a bad one. TPC-H's ``query``
+    (one query per run, 0 for all four) becomes ``queries``."""
+    from ssdlab import oltp
+
+    labels = ("name", "kind", "builtin")
+    own = {k: v for k, v in params.items() if k not in RUN_DEFAULTS and k not in labels}
+    if "query" in own:
+        query = own.pop("query")
+        if query:
+            own["queries"] = (query,)
+    oltp.make_workload(builtin, **dict(own))
+    return own
 
 
 def database_bytes(connection: Any) -> int:
@@ -100,18 +131,21 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
     """Run ``settings`` on ``device`` (an :class:`ssdlab.Device` with ``store_data=True``)
     and return ``{"oltp", "ssd", "sqlite"}``; see the module's description."""
     from ssdlab import oltp, sqlite
-    from ssdlab.oltp import tpcc
+    from ssdlab.oltp import tpcb, tpcc
 
     started = time.perf_counter()
-    if settings.precondition:
+    native = settings.backend == "native"
+    hints: Any = False if native else settings.hints
+    if settings.precondition and not native:
         device.precondition()
     name = f"{settings.workload}.db"
     loader = sqlite.connect(
         device,
         name,
-        hints=settings.hints,
+        hints=hints,
         page_size=settings.page_size,
         cpu="zero",
+        backend=settings.backend,
     )
     try:
         workload = oltp.load(settings.workload, loader, seed=settings.load_seed, **settings.params)
@@ -130,7 +164,8 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
     con = sqlite.connect(
         device,
         name,
-        hints=settings.hints,
+        hints=hints,
+        backend=settings.backend,
         cache_bytes=cache_bytes,
         wal_limit_bytes=wal_bytes,
         cpu=settings.cpu,
@@ -147,18 +182,27 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
             )
         before = con.stats()["connection"]
         device.reset_measurements()
+        host_before = con.stats().get("host_ftl")
+        clock_before = con.clock_ns()
         result = oltp.run(
             workload, con, clock=con.clock_ns, seed=seed, transactions=settings.transactions
         )
         after = con.stats()
-        ssd = device.stats()
+        ssd = (
+            _native_stats(device, after, host_before, con.clock_ns() - clock_before)
+            if native
+            else device.stats()
+        )
         problems = [row[0] for row in con.execute("PRAGMA integrity_check").fetchall()]
         if problems != ["ok"]:
             raise RuntimeError(f"{name}: integrity_check failed: {problems[:5]}")
-        if settings.workload == "tpcc":
-            violations = tpcc.check_consistency(con)
+        checks = {"tpcc": tpcc.check_consistency, "tpcb": tpcb.check_consistency}
+        if settings.workload in checks:
+            violations = checks[settings.workload](con)
             if violations:
-                raise RuntimeError(f"{name}: TPC-C consistency violated: {violations[:3]}")
+                raise RuntimeError(
+                    f"{name}: {settings.workload} consistency violated: {violations[:3]}"
+                )
     finally:
         con.close()
     io = after["connection"]
@@ -172,7 +216,8 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
     committed = max(result.committed, 1)
     main_latency = _main_latency(result)
     out.update(
-        hints=hints_label(settings.hints),
+        backend=settings.backend,
+        hints=hints_label(frozenset() if native else settings.hints),
         database_bytes=db_bytes,
         cache_bytes=cache_bytes,
         wal_limit_bytes=wal_bytes,
@@ -186,10 +231,38 @@ def run_oltp(device: Any, settings: OltpSettings, *, seed: int = 0) -> dict[str,
         main_latency_ns=main_latency,
         main_p50_ms=main_latency.get("p50", 0.0) / 1e6,
         main_p99_ms=main_latency.get("p99", 0.0) / 1e6,
+        # Per transaction type, the mean in seconds: TPC-H's query times.
+        mean_s={kind: t.latency_ns.get("mean", 0.0) / 1e9 for kind, t in result.types.items()},
         load_wall_s=load_s,
         wall_s=time.perf_counter() - started,
     )
     return {"oltp": out, "ssd": ssd, "sqlite": after}
+
+
+def _native_stats(
+    device: Any, after: dict[str, Any], before: dict[str, Any], elapsed_ns: int
+) -> dict[str, Any]:
+    """The ``ssd`` section of a run on native flash: the device's statistics of the measured
+    transactions (flash operations, energy, die utilisation), with write amplification, host
+    bytes written and GC moves taken from the host FTL, which is the FTL here."""
+    now = after["host_ftl"]
+    delta = {
+        key: now[key] - before[key]
+        for key in ("host_page_writes", "gc_page_copies", "erases", "gc_ns", "wear_moves")
+    }
+    writes = delta["host_page_writes"]
+    ssd = dict(device.stats())
+    ssd["backend"] = "native"
+    ssd["waf"] = (writes + delta["gc_page_copies"]) / writes if writes else 0.0
+    ssd["host_bytes_written"] = writes * device.page_size
+    ssd["gc"] = dict(ssd.get("gc") or {}) | {
+        "units_moved": delta["gc_page_copies"],
+        "host_wait_ns": delta["gc_ns"],
+        "wear_moves": delta["wear_moves"],
+    }
+    ssd["elapsed_ns"] = elapsed_ns
+    ssd["host_ftl"] = now
+    return ssd
 
 
 def _main_latency(result: Any) -> dict[str, float]:
@@ -205,7 +278,9 @@ def render(result: dict[str, Any], device_name: str, console: Any = None) -> Non
 
     console = console or Console()
     o, ssd = result["oltp"], result["ssd"]
-    head = Table(title=f"{o['workload']} on {device_name}, hints: {o['hints']}", show_header=False)
+    native = o.get("backend") == "native"
+    where = f"native flash of {device_name} (host FTL)" if native else device_name
+    head = Table(title=f"{o['workload']} on {where}, hints: {o['hints']}", show_header=False)
     head.add_column(justify="left")
     head.add_column(justify="right")
     rows = [
@@ -224,7 +299,9 @@ def render(result: dict[str, Any], device_name: str, console: Any = None) -> Non
         ),
         ("wall time (load / total)", f"{o['load_wall_s']:.1f} s / {o['wall_s']:.1f} s"),
     ]
-    sea = ssd.get("sea")
+    sea = None if native else ssd.get("sea")
+    if native:
+        rows.append(("host FTL: GC wait / wear moves", _host_gc(ssd)))
     if isinstance(sea, dict):
         for key, value in _flat(sea):
             text = f"{value:,}" if type(value) is int else str(value).lower()  # bools: true
@@ -244,6 +321,11 @@ def render(result: dict[str, Any], device_name: str, console: Any = None) -> Non
             *(f"{ns[k] / 1e6:.2f}" if k in ns else "-" for k in ("mean", "p50", "p99", "max")),
         )
     console.print(lat)
+
+
+def _host_gc(ssd: dict[str, Any]) -> str:
+    gc = ssd.get("gc", {})
+    return f"{gc.get('host_wait_ns', 0) / 1e6:,.1f} ms / {gc.get('wear_moves', 0):,}"
 
 
 def _sizes(o: dict[str, Any]) -> str:

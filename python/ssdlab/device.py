@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from ssdlab import _core
 from ssdlab.config import Overrides, parse_overrides, resolve
 from ssdlab.errors import SsdlabError
 from ssdlab.hints import Hint
+
+if TYPE_CHECKING:
+    from ssdlab.native import NativeFlash
 
 #: Requests the core completes per :meth:`_core.Device.step` call: large enough that the Python
 #: side costs nothing, small enough that the progress bar moves and Ctrl-C is seen promptly.
@@ -328,6 +331,21 @@ class Device:
         _check_int("offset", offset, 0, _U64_MAX)
         _check_int("length", length, 0, _U64_MAX)
         return self._handle.peek(offset, length)
+
+    # -- native flash (NoFTL) ---------------------------------------------------------------------
+
+    def native(self) -> NativeFlash:
+        """The flash's native interface (read page, program page with OOB, erase block; see
+        :mod:`ssdlab.native`). The first call hands the flash to the caller, all blocks erased;
+        from then on the block interface (reads, writes, runs) raises :class:`DeviceError`.
+
+        Raises:
+            DeviceError: the block interface has already written to this device, or a run is
+                in progress.
+        """
+        from ssdlab.native import NativeFlash
+
+        return NativeFlash(self._handle.native())
 
     # -- SEA-SSD hints ---------------------------------------------------------------------------
 

@@ -9,8 +9,10 @@ in a single place; this module only re-exports them so that Python code and user
 - :class:`WorkloadError` -- a fio job file or trace the simulator cannot use; the message names
   ``file:line``.
 - :class:`DeviceError` -- a request the device refuses, e.g. an offset past its end, device full.
+- :class:`NandRuleError` -- a :class:`DeviceError`: a native flash call broke a NAND rule (a
+  page programmed twice or out of order, an erase past the endurance); names address and rule.
 """
 
-from ssdlab._core import ConfigError, DeviceError, SsdlabError, WorkloadError
+from ssdlab._core import ConfigError, DeviceError, NandRuleError, SsdlabError, WorkloadError
 
-__all__ = ["ConfigError", "DeviceError", "SsdlabError", "WorkloadError"]
+__all__ = ["ConfigError", "DeviceError", "NandRuleError", "SsdlabError", "WorkloadError"]

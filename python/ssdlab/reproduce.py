@@ -52,6 +52,20 @@ def load(name: str, scale: str = DEFAULT_SCALE) -> spec_mod.Spec:
     return spec_mod.load(spec_path(name), scale=scale)
 
 
+def extra_report(name: str, out_dir: str) -> str:
+    """A study's own table beyond the sweep report (markdown; "" for most studies): the
+    NoFTL fio study's compact table and the database study's slowdown factors."""
+    if name == "noftl":
+        from ssdlab.noftl_report import write_fio_table
+
+        return write_fio_table(out_dir)
+    if name == "noftl-db":
+        from ssdlab.noftl_report import write_slowdown
+
+        return write_slowdown(out_dir)
+    return ""
+
+
 def default_out(name: str, scale: str) -> str:
     return f"reproduce-{name}-{scale}"
 

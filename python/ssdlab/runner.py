@@ -48,7 +48,8 @@ def _simulate(task: dict[str, Any]) -> RunResult | DatabaseRun:
         overrides=task["overrides"],
         store_data=kind in WORKLOADS,  # a database's pages must read back
     )
-    if task["precondition_passes"] is not None:
+    native = task.get("backend", "block") == "native"
+    if task["precondition_passes"] is not None and not native:
         device.precondition(task["precondition_passes"])
     if kind == "job":
         # The job file's text travels with the task; the core reads it from a file.
@@ -82,7 +83,7 @@ def _simulate(task: dict[str, Any]) -> RunResult | DatabaseRun:
 
         return run_hdfs(device, workload, seed=task["seed"], hints=bool(parse_hints(task["hints"])))
     if kind in WORKLOADS:
-        return _database(device, workload, seed=task["seed"], hints=task["hints"])
+        return _database(device, workload, seed=task["seed"], hints=task["hints"], native=native)
     raise ValueError(f"unknown workload kind {kind!r}")
 
 
@@ -106,19 +107,22 @@ class DatabaseRun:
         }
 
 
-def _database(device: Device, params: dict[str, Any], *, seed: int, hints: Any) -> DatabaseRun:
-    """TPC-C or sysbench on SQLite on the device (the runner has preconditioned it)."""
-    from ssdlab.db import RUN_DEFAULTS, OltpSettings, parse_hints, run_oltp
+def _database(
+    device: Device, params: dict[str, Any], *, seed: int, hints: Any, native: bool = False
+) -> DatabaseRun:
+    """A database workload (TPC-C, TPC-B, TPC-H, sysbench) on SQLite on the device (the
+    runner has preconditioned it)."""
+    from ssdlab.db import RUN_DEFAULTS, OltpSettings, parse_hints, run_oltp, workload_params
 
     # The task's workload entry is its name and kind, then the built-in's parameters: the
     # run's (RUN_DEFAULTS' keys) and the workload's own.
-    labels = ("name", "kind", "builtin")
-    own = {k: v for k, v in params.items() if k not in RUN_DEFAULTS and k not in labels}
+    own = workload_params(params["builtin"], params)
     settings = OltpSettings(
         workload=params["builtin"],
         params=own,
-        hints=parse_hints(hints),
+        hints=frozenset() if native else parse_hints(hints),
         precondition=False,
+        backend="native" if native else "block",
         **{k: params[k] for k in RUN_DEFAULTS},
     )
     return DatabaseRun(run_oltp(device, settings, seed=seed), seed)

@@ -2,12 +2,12 @@
 
 A spec names a base configuration (a preset or a TOML file) with fixed overrides, one or more
 workloads (fio job files, block traces, the built-in ``hotcold`` workload of the demo, or the
-database workloads ``tpcc`` and ``sysbench`` of :mod:`ssdlab.db`), and axes: any configuration
-key exactly as ``--set`` takes it, ``seed``, ``hints`` (on/off, or for a database workload which
-SEA-SSD hints it sends: ``"classify+predict"``) and ``workload``. The axes are expanded as a
-product, or zipped where the spec says so. Optional ``[scales.NAME]`` tables replace parts of the
-spec for a smaller or larger run of the same study, and ``[report]`` chooses what ``ssdlab
-report`` plots. ``examples/sweep.toml`` is a commented example.
+database workloads ``tpcc``, ``tpcb``, ``tpch`` and ``sysbench`` of :mod:`ssdlab.db`), and
+axes: any configuration key exactly as ``--set`` takes it, ``seed``, ``hints`` (on/off, or for a
+database workload which SEA-SSD hints it sends: ``"classify+predict"``) and ``workload``. The
+axes are expanded as a product, or zipped where the spec says so. Optional ``[scales.NAME]``
+tables replace parts of the spec for a smaller or larger run of the same study, and
+``[report]`` chooses what ``ssdlab report`` plots. ``examples/sweep.toml`` is a commented example.
 
 Every point of the grid is validated by the core (the same parser and checks as ``--set``)
 before anything runs, and every error names the spec file, the line and the key. Each run is
@@ -42,8 +42,11 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 #: Axes that are not configuration keys.
-SEED, HINTS, WORKLOAD = "seed", "hints", "workload"
-SPECIAL_AXES = (SEED, HINTS, WORKLOAD)
+SEED, HINTS, WORKLOAD, BACKEND = "seed", "hints", "workload", "backend"
+SPECIAL_AXES = (SEED, HINTS, WORKLOAD, BACKEND)
+#: The ``backend`` axis: a database on the device's block interface (its FTL) or on its
+#: native flash under the host's FTL (NoFTL). Only database workloads run natively.
+BACKENDS = ("block", "native")
 
 #: The configuration key the ``hints`` axis sets: off gives every experiment its baseline.
 HONOR_HINTS_KEY = "placement.honor_hints"
@@ -76,10 +79,15 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
     # OLTP on SQLite on the device (ssdlab.db): memory settings relative to the loaded database.
     "tpcc": {"warehouses": 1, "population": 0.1, **RUN_DEFAULTS},
     "sysbench": {"tables": 1, "table_size": 10_000, **RUN_DEFAULTS},
+    "tpcb": {"branches": 1, "population": 0.01, **RUN_DEFAULTS},
+    # TPC-H: one query per run (0 = the four, round-robin), so a report can plot each.
+    "tpch": {"scale_factor": 0.01, "query": 0, **RUN_DEFAULTS, "transactions": 4},
 }
 
+_DATABASE_BUILTINS = ("tpcc", "sysbench", "tpcb", "tpch")
+
 #: Parameters that may be 0.
-_MAY_BE_ZERO = ("warmup_transactions", "small_read_fraction")
+_MAY_BE_ZERO = ("warmup_transactions", "small_read_fraction", "query")
 
 _TOP_KEYS = {
     "name",
@@ -137,6 +145,8 @@ class Run:
     #: On/off, or which hints a database workload sends ("classify+predict", ...).
     hints: bool | str
     precondition_passes: float | None
+    #: "block" or "native" (a database on the host's FTL over the device's native flash).
+    backend: str = "block"
 
     def task(self) -> dict[str, Any]:
         """The plain-data form sent to a worker (no ssdlab objects, so any worker can load it)."""
@@ -150,6 +160,7 @@ class Run:
             "seed": self.seed,
             "hints": self.hints,
             "precondition_passes": self.precondition_passes,
+            "backend": self.backend,
         }
 
 
@@ -393,6 +404,7 @@ def _build(
     workloads = _workloads(raw.get("workloads"), lines, prefix, base_dir)
     axes = _axes(raw.get("axes", {}), lines, prefix, workloads)
     zip_groups = _zip_groups(raw.get("zip", []), axes, lines, top)
+    _no_value_twice(axes, zip_groups, lines, _tables(prefix, "axes"))
     report = raw.get("report", {})
     if not isinstance(report, dict):
         raise lines.error(top, "report", "report: expected a table [report]")
@@ -492,6 +504,13 @@ def _builtin(name: str, table: dict[str, Any], lines: _Lines, where: tuple[str, 
                 f"{' below 1' if 'fraction' in key else ''}, got {value!r}",
             )
         params[key] = value
+    if builtin in _DATABASE_BUILTINS:
+        from ssdlab.db import workload_params
+
+        try:
+            workload_params(builtin, params)
+        except ValueError as error:
+            raise lines.error(where, "builtin", f"workloads.{name}: {error}") from None
     params = {"builtin": builtin, **params}
     return Workload(name=name, kind=builtin, params=params, digest=_sha256(params))
 
@@ -557,8 +576,6 @@ def _axes(
         line = lines.find(where, key) or 0
         if not isinstance(values, list) or not values:
             raise lines.error(where, key, f"axis {key!r}: expected a non-empty list of values")
-        if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
-            raise lines.error(where, key, f"axis {key!r}: a value is listed twice")
         if key == HONOR_HINTS_KEY:
             raise lines.error(
                 where, key, f"axis {key!r}: use the hints axis (hints = [false, true])"
@@ -583,6 +600,12 @@ def _axes(
                         f"'+'-list of {', '.join(HINT_KINDS)} (e.g. \"classify+predict\"), "
                         f"got {v!r}",
                     ) from None
+        elif key == BACKEND:
+            for v in values:
+                if v not in BACKENDS:
+                    raise lines.error(
+                        where, key, f"axis 'backend': expected block or native, got {v!r}"
+                    )
         elif key == WORKLOAD:
             for v in values:
                 if v not in workloads:
@@ -607,6 +630,29 @@ def _axes(
     if HINTS not in keys:
         axes.append(Axis(key=HINTS, values=[True], line=0))
     return axes
+
+
+def _no_value_twice(
+    axes: list[Axis], zip_groups: list[list[str]], lines: _Lines, where: tuple[str, ...]
+) -> None:
+    """An axis lists each value once; zipped axes may repeat a value (a size shared by two
+    workloads) as long as no two of the group's tuples are the same."""
+    zipped = {k for group in zip_groups for k in group}
+    by_key = {a.key: a for a in axes}
+    for axis in axes:
+        values = axis.values
+        if axis.key not in zipped and len({_canonical(v) for v in values}) != len(values):
+            raise lines.error(where, axis.key, f"axis {axis.key!r}: a value is listed twice")
+    for group in zip_groups:
+        tuples = list(zip(*(by_key[k].values for k in group), strict=True))
+        if len({_canonical(t) for t in tuples}) != len(tuples):
+            raise lines.error(
+                where, group[0], f"zipped axes {group}: a combination of values is listed twice"
+            )
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 def _zip_groups(
@@ -705,6 +751,14 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
             checked[signature] = info["hash"]
         config_hash = checked[signature]
         workload = spec.workloads[point[WORKLOAD]]
+        backend = point.get(BACKEND, "block")
+        if backend == "native" and workload.kind not in _DATABASE_BUILTINS:
+            raise lines.error(
+                where,
+                BACKEND,
+                f"axis 'backend': workload {workload.name!r} ({workload.kind}) runs on the block "
+                "interface only; native flash runs database workloads",
+            )
         identity = {
             "version": _core.__version__,
             "config_hash": config_hash,
@@ -713,6 +767,8 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
             "hints": point[HINTS],
             "precondition": spec.precondition_passes,
         }
+        if backend != "block":  # keeps the keys of block-interface runs as they were
+            identity["backend"] = backend
         key = _sha256(identity)[:20]
         if key in seen:
             raise lines.error(
@@ -734,6 +790,7 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
                 seed=point[SEED],
                 hints=point[HINTS],
                 precondition_passes=spec.precondition_passes,
+                backend=backend,
             )
         )
     return runs

@@ -128,6 +128,10 @@ pub struct CellConfig {
     /// Suspensions allowed per operation; needs `suspend` (default 16: read-modify-write reads
     /// suspend too, and a cap of a few would leave host reads behind programs at their cap).
     pub max_suspends: Option<u32>,
+    /// Program/erase cycles a block survives (the native interface refuses an erase past it
+    /// and marks the block bad). Unset: 100k SLC, 10k MLC, 3k TLC, 1k QLC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endurance_cycles: Option<u32>,
 }
 
 impl Default for CellConfig {
@@ -144,6 +148,7 @@ impl Default for CellConfig {
             suspend_ns: None,
             resume_ns: None,
             max_suspends: None,
+            endurance_cycles: None,
         }
     }
 }
@@ -407,6 +412,29 @@ impl Default for EnergyConfig {
 #[serde(rename_all = "snake_case")]
 pub enum FtlKind {
     PageMap,
+    /// Demand-based page mapping with a cached mapping table (`ftl/dftl.rs`).
+    Dftl,
+}
+
+/// How DFTL finds the entry to evict from its cached mapping table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DftlVictimSearch {
+    /// Scan the whole cached table for the least recently used entry (FlashSim's DFTL).
+    #[default]
+    Scan,
+    /// Take the tail of an LRU list, O(1).
+    Lru,
+}
+
+/// DFTL's settings with their defaults filled in ([`FtlConfig::dftl`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DftlSettings {
+    pub cached_fraction: f64,
+    pub victim_search: DftlVictimSearch,
+    pub cpu_lookup_ns: u64,
+    pub cpu_eviction_ns: u64,
+    pub cpu_scan_entry_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -449,7 +477,8 @@ config_names! {
     CellKind { Slc => "slc", Mlc => "mlc", Tlc => "tlc", Qlc => "qlc" }
     UnmappedRead { Zero => "zero", Flash => "flash" }
     EccCode { None => "none", Crc => "crc", Bch => "bch", Ldpc => "ldpc" }
-    FtlKind { PageMap => "page_map" }
+    FtlKind { PageMap => "page_map", Dftl => "dftl" }
+    DftlVictimSearch { Scan => "scan", Lru => "lru" }
     GcPolicyKind { Greedy => "greedy", CostBenefit => "cost_benefit", Fifo => "fifo" }
     WearLevelingKind { None => "none", Dynamic => "dynamic" }
     GcDestinationKind { VictimPlane => "victim_plane", MostFree => "most_free" }
@@ -490,6 +519,35 @@ pub struct FtlConfig {
     /// that is smaller.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mapping_unit_bytes: Option<u32>,
+    /// DFTL: fraction of all mappings its cached mapping table holds, in (0, 1] (default
+    /// 0.02, the NoFTL paper's 2 %).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dftl_cached_fraction: Option<f64>,
+    /// DFTL: how an eviction finds its victim, `scan` (default) or `lru`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dftl_victim_search: Option<DftlVictimSearch>,
+    /// DFTL: device-CPU time per mapping lookup (default 100 ns).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dftl_cpu_lookup_ns: Option<u64>,
+    /// DFTL: device-CPU time per eviction besides the victim search (default 500 ns).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dftl_cpu_eviction_ns: Option<u64>,
+    /// DFTL: device-CPU time per cached entry a `scan` victim search looks at (default 2 ns).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dftl_cpu_scan_entry_ns: Option<u64>,
+}
+
+impl FtlConfig {
+    /// DFTL's settings, defaults filled in.
+    pub fn dftl(&self) -> DftlSettings {
+        DftlSettings {
+            cached_fraction: self.dftl_cached_fraction.unwrap_or(0.02),
+            victim_search: self.dftl_victim_search.unwrap_or_default(),
+            cpu_lookup_ns: self.dftl_cpu_lookup_ns.unwrap_or(100),
+            cpu_eviction_ns: self.dftl_cpu_eviction_ns.unwrap_or(500),
+            cpu_scan_entry_ns: self.dftl_cpu_scan_entry_ns.unwrap_or(2),
+        }
+    }
 }
 
 impl Default for FtlConfig {
@@ -505,6 +563,11 @@ impl Default for FtlConfig {
             wear_leveling: WearLevelingKind::Dynamic,
             gc_destination: GcDestinationKind::VictimPlane,
             mapping_unit_bytes: None,
+            dftl_cached_fraction: None,
+            dftl_victim_search: None,
+            dftl_cpu_lookup_ns: None,
+            dftl_cpu_eviction_ns: None,
+            dftl_cpu_scan_entry_ns: None,
         }
     }
 }
@@ -796,6 +859,11 @@ impl Config {
         Ok(config)
     }
 
+    /// The placement handle DFTL adds for its translation pages (0 for other FTLs).
+    fn dftl_extra_handle(&self) -> u64 {
+        (self.ftl.kind == FtlKind::Dftl) as u64
+    }
+
     /// Check every constraint and compute the derived values.
     pub fn validate(&self, source_name: &str) -> Result<Derived, ConfigError> {
         let invalid = |key: &str, message: String| ConfigError::Invalid {
@@ -837,6 +905,20 @@ impl Config {
                 "expected at most 65535".into(),
             ));
         }
+        if self.cell.endurance_cycles == Some(0) {
+            return Err(invalid(
+                "cell.endurance_cycles",
+                "expected a positive integer, got 0".into(),
+            ));
+        }
+        if let Some(f) = self.ftl.dftl_cached_fraction {
+            if !(f > 0.0 && f <= 1.0) {
+                return Err(invalid(
+                    "ftl.dftl_cached_fraction",
+                    format!("expected a fraction in (0, 1], got {f}"),
+                ));
+            }
+        }
         let bits = self.cell.kind.bits_per_cell();
         // A wordline holds one page per bit, so a block holds whole wordlines.
         if !g.pages_per_block.is_multiple_of(bits) {
@@ -874,7 +956,8 @@ impl Config {
         let logical_pages = (physical_pages as f64 / (1.0 + g.over_provisioning)).floor() as u64;
         // Every plane needs room for its open blocks (host and GC frontier per handle) and the
         // foreground-GC reserve beyond its share of logical data, or GC cannot make progress.
-        let handles = self.placement.handles as u64;
+        // DFTL's translation pages have a placement handle of their own.
+        let handles = self.placement.handles as u64 + self.dftl_extra_handle();
         let reserve_blocks = 2 * handles + self.ftl.gc_fg_free_blocks as u64 + 1;
         let spare_blocks_per_plane =
             (physical_pages - logical_pages) / g.pages_per_block as u64 / planes;
@@ -952,6 +1035,16 @@ impl Config {
             ));
         }
         let units_per_page = page_bytes / mapping_unit_bytes;
+        // DFTL's translation pages are flash pages of 4-byte entries, one per mapped page.
+        if self.ftl.kind == FtlKind::Dftl && units_per_page != 1 {
+            return Err(invalid(
+                "ftl.mapping_unit_bytes",
+                format!(
+                    "ftl.kind = \"dftl\" maps whole pages: expected the page size \
+                     ({page_bytes}), got {mapping_unit_bytes}"
+                ),
+            ));
+        }
         // Physical mapping units are u32 numbers too, with u32::MAX meaning none.
         if physical_pages * units_per_page as u64 >= u32::MAX as u64 {
             return Err(invalid(
@@ -1276,7 +1369,9 @@ impl Config {
         let g = &self.geometry;
         // Blocks that hold no live data when GC looks for a victim: the foreground-GC reserve,
         // and on average half of each handle's two open blocks (host and GC frontier).
-        let reserve_blocks = self.placement.handles as u64 + self.ftl.gc_fg_free_blocks as u64;
+        let reserve_blocks = self.placement.handles as u64
+            + self.dftl_extra_handle()
+            + self.ftl.gc_fg_free_blocks as u64;
         let usable = (g.blocks_per_plane as u64).saturating_sub(reserve_blocks) as f64
             * pages_per_block as f64;
         let share = logical_pages as f64 / planes as f64;

@@ -16,6 +16,7 @@ pub mod gc;
 pub mod hint;
 pub mod host;
 pub mod nand;
+pub mod native;
 pub mod placement;
 pub mod presets;
 pub mod request;
@@ -24,7 +25,10 @@ pub mod stats;
 pub mod wear;
 
 pub use config::{Config, ConfigError};
-pub use host::{Completion, Device, DeviceError, Loop, PreconditionOptions, Progress, RunSpec};
+pub use host::{
+    Completion, Device, DeviceError, Loop, NativeFlash, PreconditionOptions, Progress,
+    RecoveryReport, RunSpec,
+};
 pub use request::{Hint, HostRequest, Op, RequestSource, SourceError, VecSource};
 
 /// The simulator's version, reported in every output.

@@ -5,6 +5,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::PyErr;
 use ssdlab_core::hint::HintError;
+use ssdlab_core::native::NandError;
 use ssdlab_core::DeviceError as CoreDeviceError;
 use ssdlab_workload::WorkloadError as CoreWorkloadError;
 
@@ -33,6 +34,24 @@ create_exception!(
     "The device refused a request (out of range, device full, ...)."
 );
 
+create_exception!(
+    _core,
+    NandRuleError,
+    DeviceError,
+    "A native flash call broke a NAND rule (program of a page not erased, out of order, erase \
+     past the endurance limit, a bad block); the message names the address and the rule."
+);
+
+/// A native flash call refused: a broken NAND rule is a `NandRuleError`, a bad argument (an
+/// address out of range, a buffer of the wrong size) a `ValueError` naming the argument.
+pub fn nand_error(e: NandError) -> PyErr {
+    if e.is_rule() {
+        NandRuleError::new_err(e.to_string())
+    } else {
+        value_error(e.to_string())
+    }
+}
+
 pub fn config_error(e: ssdlab_core::ConfigError) -> PyErr {
     ConfigError::new_err(e.to_string())
 }
@@ -53,6 +72,7 @@ pub fn device_error(e: CoreDeviceError) -> PyErr {
         {
             WorkloadError::new_err(message)
         }
+        CoreDeviceError::Nand(e) => nand_error(e),
         _ => DeviceError::new_err(message),
     }
 }

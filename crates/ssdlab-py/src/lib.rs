@@ -4,6 +4,7 @@
 
 mod errors;
 mod memory;
+mod native;
 mod request_log;
 mod server;
 mod value;
@@ -595,6 +596,16 @@ impl PyDevice {
         value::to_py(py, &job)
     }
 
+    /// The native flash interface: the first call hands the flash to the caller (all blocks
+    /// erased) and the block interface refuses requests from then on.
+    fn native(slf: Py<Self>, py: Python<'_>) -> PyResult<native::PyNativeFlash> {
+        slf.bind(py)
+            .borrow()
+            .with(py, |d| d.native().map(|_| ()))
+            .map_err(device_error)?;
+        Ok(native::PyNativeFlash::new(slf))
+    }
+
     /// The cumulative `ssd` object, as a dict.
     fn ssd_stats(&self, py: Python<'_>) -> PyResult<PyObject> {
         let stats = self.with(py, |d| d.ssd_json());
@@ -692,10 +703,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", py.get_type::<errors::ConfigError>())?;
     m.add("WorkloadError", py.get_type::<errors::WorkloadError>())?;
     m.add("DeviceError", py.get_type::<errors::DeviceError>())?;
+    m.add("NandRuleError", py.get_type::<errors::NandRuleError>())?;
     m.add_class::<PyDevice>()?;
     m.add_class::<server::PyServer>()?;
     m.add_class::<CompiledHint>()?;
     m.add_function(wrap_pyfunction!(compile_hint, m)?)?;
+    m.add_class::<native::PyNativeFlash>()?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(job_names, m)?)?;

@@ -1,4 +1,5 @@
-"""OLTP workloads written in SQL: TPC-C and sysbench's ``oltp_read_write``, and their driver.
+"""Database workloads written in SQL: TPC-C, TPC-B (pgbench), TPC-H queries 1/6/12/14 and
+sysbench's ``oltp_read_write``, and their driver.
 
 The workloads run on any PEP 249 connection with the qmark paramstyle (the stdlib ``sqlite3``
 module, or ``ssdlab.sqlite.connect`` whose files live on a simulated SSD) and are measured in
@@ -22,19 +23,37 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from ssdlab.oltp import driver, sysbench, tpcc
+from ssdlab.oltp import driver, sysbench, tpcb, tpcc, tpch
 from ssdlab.oltp.driver import OltpResult, TypeResult, Workload, load, run
 from ssdlab.oltp.sysbench import Sysbench
+from ssdlab.oltp.tpcb import Tpcb
 from ssdlab.oltp.tpcc import Tpcc
+from ssdlab.oltp.tpch import Tpch
 
 #: The registered workloads by name; each constructor checks its parameters.
-WORKLOADS: dict[str, Callable[..., Workload]] = {"tpcc": Tpcc, "sysbench": Sysbench}
+WORKLOADS: dict[str, Callable[..., Workload]] = {
+    "tpcc": Tpcc,
+    "sysbench": Sysbench,
+    "tpcb": Tpcb,
+    "tpch": Tpch,
+}
+
+#: The parameter each workload's ``scale`` stands for.
+SCALE_PARAMETER = {
+    "tpcc": "warehouses",
+    "sysbench": "table_size",
+    "tpcb": "branches",
+    "tpch": "scale_factor",
+}
 
 __all__ = [
+    "SCALE_PARAMETER",
     "WORKLOADS",
     "OltpResult",
     "Sysbench",
+    "Tpcb",
     "Tpcc",
+    "Tpch",
     "TypeResult",
     "Workload",
     "content_digest",
@@ -43,7 +62,9 @@ __all__ = [
     "make_workload",
     "run",
     "sysbench",
+    "tpcb",
     "tpcc",
+    "tpch",
 ]
 
 
@@ -51,11 +72,13 @@ def make_workload(name: str, **params: Any) -> Workload:
     """The workload registered as ``name`` with ``params``; ``ValueError`` names a bad option.
 
     TPC-C takes ``warehouses`` (alias ``scale``) and ``population``; sysbench takes
-    ``tables``, ``table_size`` (alias ``scale``), ``range_size`` and ``rand_type``."""
+    ``tables``, ``table_size`` (alias ``scale``), ``range_size`` and ``rand_type``; TPC-B
+    ``branches`` (alias ``scale``, pgbench's) and ``population``; TPC-H ``scale_factor``
+    (alias ``scale``) and ``queries``."""
     if name not in WORKLOADS:
         raise ValueError(f"unknown workload {name!r}: choose one of {sorted(WORKLOADS)}")
     if "scale" in params:
-        alias = "warehouses" if name == "tpcc" else "table_size"
+        alias = SCALE_PARAMETER[name]
         if alias in params:
             raise ValueError(f"{name}: give scale or {alias}, not both")
         params[alias] = params.pop("scale")

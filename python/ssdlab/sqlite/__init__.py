@@ -49,6 +49,11 @@ trunk pages) is followed through the pages SQLite writes; at each sync of the da
 pages that became free are trimmed (with a rollback journal, at the commit point: when the
 journal is deleted or truncated).
 
+**NoFTL** (``backend="native"``): the device's flash is handed to the host
+(:meth:`ssdlab.Device.native`) and the store maps database pages straight onto flash pages,
+collects garbage and levels wear itself, knowing what SQLite freed; the page map is rebuilt
+from the pages' out-of-band areas after :func:`crash` (:mod:`ssdlab.sqlite.hostftl`).
+
 **Hints** (``hints=True``): see :mod:`ssdlab.sqlite.sea`: WAL/journal/temp writes ``dyn``,
 database pages ``dyn`` if written within the last ``sea_recent_checkpoints`` checkpoints,
 prediction hints for each WAL frame's page, a settings hint at open.
@@ -96,6 +101,10 @@ DEFAULT_CACHE_BYTES = 2 << 20
 DEFAULT_WAL_LIMIT_BYTES = 4 << 20
 
 _JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
+
+#: Where the files live: the device's block interface (its FTL), or its native flash driven
+#: by the store's host FTL (NoFTL).
+BACKENDS = ("block", "native")
 
 #: The kinds of SEA-SSD hint a connection may send (``hints=``), for ablations.
 HINT_KINDS = ("classify", "predict", "settings")
@@ -151,6 +160,8 @@ def connect(
     crash_tracking: bool = False,
     seed: int = 0,
     overrides: Any = None,
+    backend: str = "block",
+    host_gc_policy: str = "greedy",
 ) -> Connection:
     """Open (creating it if needed) database ``name`` on ``device``.
 
@@ -173,7 +184,14 @@ def connect(
         sea_recent_checkpoints: a page rewritten within this many checkpoints is ``dyn``.
         extent_bytes: allocation unit of the device's space (fixed per device).
         crash_tracking: keep what :func:`crash` needs (fixed per device; costs a copy of the
-            files in memory).
+            files in memory). Not needed with ``backend="native"``, whose recovery reads the
+            flash.
+        backend: ``"block"`` (default): the files live on the device's block interface and
+            its FTL; ``"native"``: NoFTL, the device's flash is driven natively and the store's
+            host FTL maps database pages onto flash pages (:mod:`ssdlab.sqlite.hostftl`; the
+            page size must be the flash page size, and no SEA-SSD hints are sent: ``hints``
+            other than the default is an error). Fixed per device.
+        host_gc_policy: the host FTL's GC victim choice, ``"greedy"`` or ``"cost_benefit"``.
 
     Raises:
         ValueError: a bad argument, or a device without ``store_data``.
@@ -201,6 +219,15 @@ def connect(
             f"synchronous: expected one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}"
         )
     kinds = parse_hints(hints)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected 'block' or 'native', got {backend!r}")
+    if backend == "native":
+        if hints is not True and kinds:
+            raise ValueError(
+                "hints: SEA-SSD hints go to a device's FTL; with backend='native' the host "
+                "places its pages itself (give hints=False)"
+            )
+        kinds = frozenset()
     host = Host(
         cpu=cpu,
         cpu_factor=cpu_factor,
@@ -212,7 +239,14 @@ def connect(
         extent_bytes=extent_bytes,
         crash_tracking=crash_tracking,
         sea_recent_checkpoints=sea_recent_checkpoints,
+        backend=backend,
+        host_ftl={"gc_policy": host_gc_policy},
     )
+    if backend == "native" and page_size != store.ftl.page_bytes:
+        raise ValueError(
+            f"page_size: with backend='native' a database page is a flash page "
+            f"({store.ftl.page_bytes} bytes), got {page_size}"
+        )
     vfs_name = store.acquire_vfs()
     store.adopt(host)
     path = "/" + name.lstrip("/")
@@ -268,20 +302,24 @@ def connect(
     return connection
 
 
-def crash(device: Any) -> None:
+def crash(device: Any) -> dict[str, int] | None:
     """Simulate a power cut on ``device``: every write its SQLite files did not sync is lost
     (see :meth:`ssdlab.sqlite.store.DeviceStore.crash`). Connections open on it are dead
     afterwards (close them; their calls fail); open new ones to recover. Needs the device's
-    connections to have been opened with ``crash_tracking=True``."""
+    connections to have been opened with ``crash_tracking=True``, except on native flash
+    (``backend="native"``), where what was programmed survives and the host FTL rebuilds its
+    page map from the pages' OOB: the call then returns that recovery's report (pages scanned,
+    live pages, the scan's simulated ns, free blocks)."""
     from ssdlab.sqlite.store import _STORES
 
     store = _STORES.get(device)
     if store is None:
         raise ValueError("device: no SQLite files were opened on it")
-    store.crash()
+    return store.crash()
 
 
 __all__ = [
+    "BACKENDS",
     "HINT_KINDS",
     "Connection",
     "Cursor",

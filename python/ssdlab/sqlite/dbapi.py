@@ -303,6 +303,7 @@ class Connection:
             "crash_restore_writes": self._store.crash_restore_writes,
             "checkpoint_errors": self.checkpoint_errors,
             "extents": {"total": self._store.allocator.total, "free": self._store.allocator.free},
+            **({"host_ftl": self._store.ftl.stats()} if hasattr(self._store, "ftl") else {}),
         }
 
     @property

@@ -765,13 +765,28 @@ _STORES_LOCK = threading.Lock()
 
 def store_for(device: Any, **options: Any) -> DeviceStore:
     """The one store of ``device`` (built on first use with ``options``; later calls must not
-    ask for a different ``extent_bytes``, ``crash_tracking`` or ``sea_recent_checkpoints``)."""
+    ask for a different ``extent_bytes``, ``crash_tracking``, ``sea_recent_checkpoints`` or
+    ``backend``). ``backend="native"`` builds the store of :mod:`ssdlab.sqlite.hostftl`
+    (options for it in ``host_ftl``) on the device's native flash."""
+    backend = options.pop("backend", "block")
+    host_options = options.pop("host_ftl", None) or {}
     with _STORES_LOCK:
         store = _STORES.get(device)
         if store is None:
-            store = DeviceStore(device, **options)
+            if backend == "native":
+                from ssdlab.sqlite.hostftl import HostFtlStore
+
+                store = HostFtlStore(device, **host_options, **options)
+            else:
+                store = DeviceStore(device, **options)
             _STORES[device] = store
             return store
+    if (backend == "native") != hasattr(store, "ftl"):
+        current = "native" if hasattr(store, "ftl") else "block"
+        raise ValueError(
+            f"backend: the device's SQLite files already use backend={current!r}; every "
+            f"connection on one device must agree (got {backend!r})"
+        )
     current = {
         "extent_bytes": store.extent_bytes,
         "crash_tracking": store.crash_tracking,

@@ -7,9 +7,11 @@
 //! The page-mapping FTL is the one built; DFTL, a hybrid FTL and the host-managed (NoFTL) mode
 //! are meant to implement the same trait.
 
+mod dftl;
 mod page_map;
 pub mod segments;
 
+pub use dftl::{DftlCounters, DftlFtl, DFTL_ENTRY_BYTES};
 pub use page_map::{PageMapFtl, GC_RESERVE_BLOCKS};
 pub use segments::{SeaCounters, SeaState};
 
@@ -64,6 +66,20 @@ pub enum FlashOp {
     Erase {
         block: u32,
         purpose: Purpose,
+    },
+    /// A cached-mapping FTL reads a translation page (a mapping-cache miss, or the merge of a
+    /// write-back). Translation work is a chain in list order: each step, and the host access
+    /// that needs the mapping, waits for the one before.
+    TranslationRead {
+        ppa: u32,
+    },
+    /// A cached-mapping FTL programs a translation page (a write-back of dirty entries).
+    TranslationProgram {
+        ppa: u32,
+    },
+    /// FTL work on the device CPU (mapping lookups, cache maintenance), in the chain.
+    DeviceCpu {
+        ns: u64,
     },
 }
 
@@ -180,6 +196,10 @@ pub trait Ftl: Send {
     /// counters were reset (never below the GC reserve).
     fn min_free_blocks(&self) -> usize;
     fn counters(&self) -> FtlCounters;
+    /// DFTL's cache and translation counters (None for other FTLs).
+    fn dftl_counters(&self) -> Option<DftlCounters> {
+        None
+    }
     fn handle_counters(&self) -> &[HandleCounters];
     fn reset_counters(&mut self);
     fn erase_counts(&self) -> &[u32];
@@ -194,8 +214,20 @@ pub trait Ftl: Send {
     fn sea_state(&self) -> SeaState;
     /// The placement handle that owns the block holding physical unit `unit`.
     fn block_handle_of(&self, unit: u32) -> u32;
+    /// After a power loss: drop the volatile state (mapping caches) and rebuild the mapping
+    /// from what is on flash (the OOB of programmed pages, translation pages); `lost(unit)`
+    /// names physical units whose program never completed. Returns what was read.
+    fn recover(&mut self, lost: &dyn Fn(u32) -> bool) -> RecoveryScan;
     /// Check L2P and P2L agree and valid counts close; a description of the first violation.
     fn check_invariants(&self) -> Result<(), String>;
+}
+
+/// What recovery after a power loss read from flash: the pages whose OOB area it scanned and
+/// the pages it read whole (DFTL's translation pages). Physical page numbers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryScan {
+    pub oob_pages: Vec<u32>,
+    pub full_pages: Vec<u32>,
 }
 
 /// The FTL registry.
@@ -207,5 +239,6 @@ pub fn build_ftl(config: &Config, geometry: &Geometry, derived: &Derived) -> Box
             derived.logical_units,
             derived.units_per_page,
         )),
+        FtlKind::Dftl => Box::new(DftlFtl::new(config, geometry, derived.logical_units)),
     }
 }

@@ -106,6 +106,12 @@ pub struct PageMapFtl {
     victim_units: Vec<(u32, u32)>,
     /// SEA-SSD: per-segment victim choice and the predicted units GC migrates.
     segments: Segments,
+    /// The OOB area of every physical unit programmed since its block's erase: its logical
+    /// unit + 1 (0: none) and the sequence number of the write, stale copies included. What
+    /// recovery after a power loss scans. Zero-initialised, so untouched memory costs nothing.
+    oob_unit: Vec<u32>,
+    oob_seq: Vec<u64>,
+    oob_next_seq: u64,
 }
 
 impl PageMapFtl {
@@ -152,7 +158,87 @@ impl PageMapFtl {
             handle_counters: vec![HandleCounters::default(); handles as usize],
             victim_units: Vec::with_capacity(geo.pages_per_block as usize),
             segments: Segments::new(config, geo.planes),
+            oob_unit: vec![0; (geo.physical_pages as usize) << unit_shift],
+            oob_seq: vec![0; (geo.physical_pages as usize) << unit_shift],
+            oob_next_seq: 1,
         }
+    }
+
+    /// Write the OOB of physical unit `unit`: it holds logical unit `lun`, written now.
+    #[inline]
+    fn write_oob(&mut self, unit: u32, lun: u32) {
+        self.oob_unit[unit as usize] = lun + 1;
+        self.oob_seq[unit as usize] = self.oob_next_seq;
+        self.oob_next_seq += 1;
+    }
+
+    /// The OOB of physical unit `unit`: (logical unit, sequence number), if programmed.
+    pub fn oob_of(&self, unit: u32) -> Option<(u64, u64)> {
+        let lun = *self.oob_unit.get(unit as usize)?;
+        (lun != 0).then(|| (lun as u64 - 1, self.oob_seq[unit as usize]))
+    }
+
+    /// Physical units taken in block `block` (its write pointer, in unit slots).
+    pub fn units_written(&self, block: u32) -> u32 {
+        self.write_ptr[block as usize]
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// The placement handle whose frontier opened block `block`.
+    pub fn handle_of_block(&self, block: u32) -> u32 {
+        self.block_handle[block as usize] as u32
+    }
+
+    /// After a power loss: rebuild the mapping (L2P, P2L, valid counts) from the OOB of every
+    /// unit on flash, the newest copy of each logical unit winning; `lost(unit)` names
+    /// physical units whose program never completed. Returns the units scanned.
+    pub fn recover_from_oob(&mut self, lost: &dyn Fn(u32) -> bool) -> u64 {
+        self.l2p.iter_mut().for_each(|e| *e = NONE);
+        self.p2l.iter_mut().for_each(|e| *e = NONE);
+        self.valid_units.iter_mut().for_each(|v| *v = 0);
+        let mut scanned = 0;
+        for block in 0..self.geo.blocks {
+            let first = self.first_unit(block);
+            for unit in first..first + self.write_ptr[block as usize] {
+                scanned += 1;
+                if lost(unit) {
+                    // A program cut by the power loss: the page holds no readable OOB.
+                    self.oob_unit[unit as usize] = 0;
+                    continue;
+                }
+                let Some((lun, seq)) = self.oob_of(unit) else {
+                    continue;
+                };
+                let Some(&current) = self.l2p.get(lun as usize) else {
+                    continue;
+                };
+                if current != NONE {
+                    if self.oob_seq[current as usize] > seq {
+                        continue;
+                    }
+                    self.p2l[current as usize] = NONE;
+                    let old_block = self.block_of_unit(current);
+                    self.valid_units[old_block] -= 1;
+                }
+                self.l2p[lun as usize] = unit;
+                self.p2l[unit as usize] = lun as u32;
+                self.valid_units[block as usize] += 1;
+            }
+        }
+        // A victim being collected restarts its scan: copies may have come back to life.
+        for job in self.gc_jobs.iter_mut().flatten() {
+            job.next_offset = 0;
+        }
+        scanned
+    }
+
+    /// The logical unit physical unit `unit` holds, if valid.
+    pub fn logical_of(&self, unit: u32) -> Option<u64> {
+        let lun = *self.p2l.get(unit as usize)?;
+        (lun != NONE).then_some(lun as u64)
     }
 
     #[inline]
@@ -476,6 +562,7 @@ impl PageMapFtl {
             self.invalidate(src);
             self.l2p[lun as usize] = dst.unit;
             self.p2l[dst.unit as usize] = lun;
+            self.write_oob(dst.unit, lun);
             let db = self.block_of_unit(dst.unit);
             self.valid_units[db] += 1;
             self.last_write_ns[db] = self.last_write_ns[db].max(self.last_write_ns[v]);
@@ -514,6 +601,8 @@ impl PageMapFtl {
             block: victim,
             purpose: Purpose::Gc,
         });
+        let units = first as usize..(first + self.units_per_block) as usize;
+        self.oob_unit[units].iter_mut().for_each(|u| *u = 0);
         self.erase_count[v] += 1;
         self.state[v] = BlockState::Free;
         self.segments.block_freed(plane, handle);
@@ -582,6 +671,7 @@ impl Ftl for PageMapFtl {
         }
         self.l2p[unit as usize] = slot.unit;
         self.p2l[slot.unit as usize] = unit as u32;
+        self.write_oob(slot.unit, unit as u32);
         let block = self.block_of_unit(slot.unit);
         self.valid_units[block] += 1;
         self.last_write_ns[block] = now_ns;
@@ -732,6 +822,18 @@ impl Ftl for PageMapFtl {
     #[inline]
     fn erase_count_of(&self, ppa: u32) -> u32 {
         self.erase_count[self.geo.block_of(ppa) as usize]
+    }
+
+    fn recover(&mut self, lost: &dyn Fn(u32) -> bool) -> super::RecoveryScan {
+        self.recover_from_oob(lost);
+        // The whole flash is scanned: every programmed page's OOB once.
+        let mut scan = super::RecoveryScan::default();
+        for block in 0..self.geo.blocks {
+            let pages = self.write_ptr[block as usize].div_ceil(self.units_per_page());
+            let first = self.geo.first_page(block);
+            scan.oob_pages.extend(first..first + pages);
+        }
+        scan
     }
 
     fn check_invariants(&self) -> Result<(), String> {
@@ -934,6 +1036,11 @@ mod tests {
                                 {
                                     programmed.remove(&p);
                                 }
+                            }
+                            FlashOp::TranslationRead { .. }
+                            | FlashOp::TranslationProgram { .. }
+                            | FlashOp::DeviceCpu { .. } => {
+                                unreachable!("the page map has no translation work")
                             }
                         }
                     }

@@ -978,6 +978,10 @@ impl Device {
                     batch = self.engine().new_batch();
                     fused = NONE;
                 }
+                // Translation work is chained apart (`translation_chain`).
+                FlashOp::TranslationRead { .. }
+                | FlashOp::TranslationProgram { .. }
+                | FlashOp::DeviceCpu { .. } => {}
             }
         }
         let e = self.engine();
@@ -988,6 +992,59 @@ impl Device {
             self.enqueue_at(id, now);
         }
         self.engine().scratch_reads = ready_now;
+    }
+
+    /// A cached-mapping FTL's translation work in `ops` as chained transactions of `class`:
+    /// its device-CPU time first (from `start`), then each translation read or program after
+    /// the one before. Returns (when the CPU work is done, the chain's last transaction or
+    /// NONE): the host transaction that needs the mapping is chained after that last one.
+    fn translation_chain(&mut self, ops: &[FlashOp], start: u64, class: TxnClass) -> (u64, u32) {
+        let cpu_ns: u64 = ops
+            .iter()
+            .map(|op| match *op {
+                FlashOp::DeviceCpu { ns } => ns,
+                _ => 0,
+            })
+            .sum();
+        let ready = if cpu_ns > 0 {
+            self.charge_cpu(start, cpu_ns)
+        } else {
+            start
+        };
+        let (decode, encode) = (self.derived.decode_ns, self.derived.encode_ns);
+        let mut last = NONE;
+        for op in ops {
+            let (mut t, ppa) = match *op {
+                FlashOp::TranslationRead { ppa } => {
+                    let t_read = self.count_translation_read(ppa);
+                    let mut t = txn(TxnKind::Read, class, t_read);
+                    t.after_ns = decode;
+                    (t, ppa)
+                }
+                FlashOp::TranslationProgram { ppa } => {
+                    let t_prog = self.count_translation_program(ppa);
+                    (txn(TxnKind::Program, class, t_prog), ppa)
+                }
+                _ => continue,
+            };
+            t = self.at_page(t, ppa);
+            t.transfers = 1;
+            t.gates = (last != NONE) as u8;
+            let e = self.engine();
+            let id = e.new_txn(t);
+            e.queued_work_ns[t.die as usize] += t.array_ns;
+            if last == NONE {
+                self.enqueue_at(id, ready);
+            } else {
+                let e = self.engine();
+                if t.kind == TxnKind::Program {
+                    e.txns[last as usize].after_ns += encode;
+                }
+                e.txns[last as usize].next = id;
+            }
+            last = id;
+        }
+        (ready, last)
     }
 
     /// A GC read of `src` through the controller, counted, and in `batch` (the victim's erase
@@ -1109,11 +1166,25 @@ impl Device {
         let mut mapped = std::mem::take(&mut self.engine().scratch_pages);
         mapped.clear();
         let mut immediate_bytes = 0;
+        // Translation chains (DFTL): (page, when its mapping is known, chain's last txn).
+        let mut chains: Vec<(u32, u64, u32)> = Vec::new();
         for i in 0..units {
             let unit = first_unit + i;
             let (lo, hi) = page_span(req, unit, unit_bytes);
-            let found = self.ftl.lookup(unit, &mut self.ops);
-            let Some(ppa) = self.page_to_read(unit, found) else {
+            self.ops.clear();
+            let mut ops = std::mem::take(&mut self.ops);
+            let found = self.ftl.lookup(unit, &mut ops);
+            let mut chain = (start, NONE);
+            if !ops.is_empty() {
+                self.gc_ops_to_txns(&ops, NONE, TxnClass::HostWrite, false);
+                chain = self.translation_chain(&ops, start, TxnClass::HostRead);
+            }
+            self.ops = ops;
+            let found_page = self.page_to_read(unit, found);
+            if let Some(ppa) = found_page.filter(|_| chain != (start, NONE)) {
+                chains.push((ppa, chain.0, chain.1));
+            }
+            let Some(ppa) = found_page else {
                 immediate_bytes += hi - lo;
                 continue;
             };
@@ -1156,11 +1227,29 @@ impl Device {
             t.host_bytes = host_bytes;
             t.request = slot;
             self.work.first_ppa.get_or_insert(ppa);
+            let mut ready = start;
+            for &(page, at, last) in chains.iter() {
+                if mapped[i..i + n].iter().any(|&(p, _)| p == page) {
+                    ready = ready.max(at);
+                    if last != NONE {
+                        t.gates += 1;
+                    }
+                }
+            }
+            let gated = t.gates > 0;
+            t.not_before_ns = ready;
             let e = self.engine();
             let id = e.new_txn(t);
             e.queued_work_ns[t.die as usize] += array_ns;
             e.request(slot).pending += 1;
-            self.enqueue_at(id, start);
+            for &(page, _, last) in chains.iter() {
+                if last != NONE && mapped[i..i + n].iter().any(|&(p, _)| p == page) {
+                    e.txns[last as usize].next = id;
+                }
+            }
+            if !gated {
+                self.enqueue_at(id, ready);
+            }
             i += n;
         }
         self.engine().scratch_pages = mapped;
@@ -1198,15 +1287,26 @@ impl Device {
             );
             // Foreground GC: this write waits for it (throttling by the shortage).
             self.gc_ops_to_txns(&ops, slot, TxnClass::HostWrite, false);
+            let (mapping_ready, last) = if ops.is_empty() {
+                (start, NONE)
+            } else {
+                self.translation_chain(&ops, start, TxnClass::HostWrite)
+            };
             self.ops = ops;
             let outcome = outcome?;
             self.store_unit_write(req, unit, (lo, hi), outcome, None);
             let ppa = outcome.new >> self.unit_shift;
-            // The page's program: new with its first unit, gated until the page is full.
+            // The page's program: new with its first unit, gated until the page is full (and
+            // until the translation work its mapping needed is done).
             let p = self.staged_program(ppa);
             {
-                let t = &mut self.engine().txns[p as usize];
-                t.not_before_ns = t.not_before_ns.max(arrive + encode);
+                let e = self.engine();
+                if last != NONE {
+                    e.txns[last as usize].next = p;
+                    e.txns[p as usize].gates += 1;
+                }
+                let t = &mut e.txns[p as usize];
+                t.not_before_ns = t.not_before_ns.max(arrive + encode).max(mapping_ready);
             }
             if let Some(old) = self.rmw_source(outcome, hi - lo) {
                 self.flash.rmw_reads += 1;

@@ -155,6 +155,7 @@ impl Device {
         if self.run.is_some() {
             return Err(DeviceError::Run("a run is already in progress"));
         }
+        self.check_block_interface()?;
         if spec.queue_depth == 0 || spec.queue_depth > InFlightSet::MAX_DEPTH {
             return Err(DeviceError::Run("queue depth must be between 1 and 65536"));
         }

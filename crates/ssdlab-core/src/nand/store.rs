@@ -36,11 +36,6 @@ impl UnitStore {
         self.units.remove(&unit);
     }
 
-    /// Take a unit's data out of the store (its buffer to be reused by an overwrite).
-    pub fn take(&mut self, unit: u32) -> Option<Box<[u8]>> {
-        self.units.remove(&unit)
-    }
-
     /// GC relocation: the data follows the unit.
     pub fn relocate(&mut self, src: u32, dst: u32) {
         if let Some(data) = self.units.remove(&src) {

@@ -1,0 +1,175 @@
+//! DFTL against its closed form: uniform random page reads at QD 1 after a sequential fill
+//! cost one flash read per cache hit and two per miss, and the miss rate is 1 − the cached
+//! fraction. Also: data survives DFTL's translation work and GC, on both timing paths.
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use ssdlab_core::{Device, HostRequest, Loop, Op, RunSpec, VecSource};
+
+fn device(extra: &[(&str, &str)], store: bool) -> Device {
+    let base = [
+        ("geometry.channels", "2"),
+        ("geometry.chips_per_channel", "1"),
+        ("geometry.dies_per_chip", "1"),
+        ("geometry.planes_per_die", "1"),
+        ("geometry.blocks_per_plane", "128"),
+        ("geometry.pages_per_block", "64"),
+        ("geometry.page_size_bytes", "4096"),
+        ("geometry.over_provisioning", "0.15"),
+        ("cell.type", "slc"),
+        ("cell.program_ns", "[250000]"),
+        ("ftl.kind", "dftl"),
+    ];
+    let pairs: Vec<(String, String)> = base
+        .iter()
+        .chain(extra)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Device::from_toml("", "test", &pairs, 7, store).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn request(op: Op, page: u64) -> HostRequest {
+    HostRequest {
+        arrival_ns: None,
+        op,
+        offset: page * 4096,
+        length: 4096,
+        hint: Default::default(),
+    }
+}
+
+fn run(dev: &mut Device, requests: Vec<HostRequest>) {
+    dev.run_to_end(RunSpec {
+        name: "job".into(),
+        source: Box::new(VecSource::new(requests)),
+        queue_depth: 1,
+        pacing: Loop::Closed,
+        runtime_ns: None,
+        ramp_ns: None,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn random_reads(pages: u64, n: usize, seed: u64) -> Vec<HostRequest> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    (0..n)
+        .map(|_| request(Op::Read, rng.gen_range(0..pages)))
+        .collect()
+}
+
+fn closed_form(fraction: f64, scheduler: &str) {
+    let f = fraction.to_string();
+    let mut dev = device(
+        &[
+            ("ftl.dftl_cached_fraction", &f),
+            ("controller.scheduler", scheduler),
+        ],
+        false,
+    );
+    let pages = dev.logical_bytes() / 4096;
+    run(
+        &mut dev,
+        (0..pages).map(|p| request(Op::Write, p)).collect(),
+    );
+    // Warm-up: the fill's dirty entries leave the cache.
+    run(&mut dev, random_reads(pages, 4 * pages as usize, 1));
+    dev.reset_measurements();
+    let n = 40_000;
+    run(&mut dev, random_reads(pages, n, 2));
+    let ssd = dev.ssd_json();
+    let d = &ssd["dftl"];
+    let (hits, misses) = (d["hits"].as_u64().unwrap(), d["misses"].as_u64().unwrap());
+    assert_eq!(hits + misses, n as u64);
+    assert_eq!(d["dirty_evictions"], 0, "{d}");
+    assert_eq!(d["translation_writes"], 0, "{d}");
+    // One flash read per hit, two per miss, exactly.
+    assert_eq!(
+        ssd["flash"]["array_reads"].as_u64().unwrap(),
+        hits + 2 * misses
+    );
+    let miss_rate = misses as f64 / n as f64;
+    assert!(
+        (miss_rate - (1.0 - fraction)).abs() < 0.01,
+        "miss rate {miss_rate} against {} ({scheduler})",
+        1.0 - fraction
+    );
+}
+
+#[test]
+fn random_reads_miss_at_one_minus_the_cached_fraction_reservation_path() {
+    closed_form(0.15, "fcfs");
+    closed_form(0.35, "fcfs");
+}
+
+#[test]
+fn random_reads_miss_at_one_minus_the_cached_fraction_event_engine() {
+    closed_form(0.15, "priority");
+}
+
+#[test]
+fn a_miss_costs_a_translation_read_before_the_data_read() {
+    // QD 1 on an idle device: a hit costs the lookup's CPU time and one read; a miss adds
+    // one read of the translation page before it.
+    let mut dev = device(
+        &[
+            ("ftl.dftl_cached_fraction", "0.001"),
+            ("controller.scheduler", "fcfs"),
+        ],
+        false,
+    );
+    let pages = dev.logical_bytes() / 4096;
+    for p in 0..pages {
+        dev.submit(&request(Op::Write, p), None, None).unwrap();
+    }
+    let t_read =
+        dev.derived().read_ns[0] + dev.derived().page_transfer_ns + dev.derived().decode_ns;
+    let link = (4096u64 * 1000).div_ceil(dev.config().host.link_mbps);
+    let lookup = 100;
+    dev.advance_to(dev.now_ns() + 100_000_000);
+    let hit = dev
+        .submit(&request(Op::Read, pages - 1), None, None)
+        .unwrap();
+    assert_eq!(hit.latency_ns(), lookup + t_read + link);
+    dev.advance_to(dev.now_ns() + 100_000_000);
+    let miss = dev.submit(&request(Op::Read, 0), None, None).unwrap();
+    let cached = ((0.001 * pages as f64).round()) as u64;
+    let eviction = 500 + 2 * cached;
+    assert_eq!(miss.latency_ns(), lookup + eviction + 2 * t_read + link);
+}
+
+#[test]
+fn data_survives_translation_and_gc_on_both_paths() {
+    for scheduler in ["fcfs", "priority"] {
+        let mut dev = device(
+            &[
+                ("ftl.dftl_cached_fraction", "0.05"),
+                ("controller.scheduler", scheduler),
+            ],
+            true,
+        );
+        let pages = dev.logical_bytes() / 4096;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let mut version = vec![0u8; pages as usize];
+        for _ in 0..3 * pages {
+            let p = rng.gen_range(0..pages);
+            version[p as usize] = version[p as usize].wrapping_add(1);
+            let data = vec![version[p as usize]; 4096];
+            dev.submit(&request(Op::Write, p), Some(&data), None)
+                .unwrap();
+        }
+        assert!(dev.ssd_json()["gc"]["invocations"].as_u64().unwrap_or(1) > 0);
+        dev.ftl().check_invariants().unwrap();
+        let mut out = vec![0u8; 4096];
+        for p in 0..pages {
+            dev.submit(&request(Op::Read, p), None, Some(&mut out))
+                .unwrap();
+            assert!(
+                out.iter().all(|&b| b == version[p as usize]),
+                "page {p} ({scheduler})"
+            );
+        }
+        let d = &dev.ssd_json()["dftl"];
+        assert!(d["translation_writes"].as_u64().unwrap() > 0, "{d}");
+        assert!(d["gc_translation_updates"].as_u64().unwrap() > 0, "{d}");
+    }
+}

@@ -1,0 +1,209 @@
+//! The native flash interface: closed-form timing (the block interface's die and channel
+//! model), NAND rules, and the block interface refused once the flash is native.
+
+use ssdlab_core::native::NandError;
+use ssdlab_core::{Device, DeviceError, HostRequest, Op};
+
+/// Two channels of two dies, one plane each; SLC 50/250/700 us, 4 KiB pages over a 200 MT/s
+/// x8 bus (20.48 us a page), no ECC and no host-link time, so every figure is by hand.
+const GEOMETRY: &[(&str, &str)] = &[
+    ("geometry.channels", "2"),
+    ("geometry.chips_per_channel", "2"),
+    ("geometry.dies_per_chip", "1"),
+    ("geometry.planes_per_die", "1"),
+    ("geometry.blocks_per_plane", "64"),
+    ("geometry.pages_per_block", "16"),
+    ("geometry.page_size_bytes", "4096"),
+    ("geometry.oob_size_bytes", "128"),
+    ("geometry.over_provisioning", "0.3"),
+    ("cell.type", "slc"),
+    ("cell.read_x_ns", "40000"),
+    ("cell.read_y_ns", "10000"),
+    ("cell.program_ns", "[250000]"),
+    ("cell.erase_ns", "700000"),
+    ("channel.rate_mtps", "200"),
+    ("channel.bus_width_bytes", "1"),
+    ("ecc.code", "none"),
+    ("host.link_mbps", "0"),
+];
+
+const T_R: u64 = 50_000;
+const T_PROG: u64 = 250_000;
+const T_ERASE: u64 = 700_000;
+const XFER: u64 = 20_480;
+/// 128 B of OOB over the 200 MB/s bus.
+const OOB_XFER: u64 = 640;
+
+fn device(extra: &[(&str, &str)], store: bool) -> Device {
+    let pairs: Vec<(String, String)> = GEOMETRY
+        .iter()
+        .chain(extra)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Device::from_toml("", "test", &pairs, 1, store).unwrap_or_else(|e| panic!("{e}"))
+}
+
+const PAGE: [u8; 4096] = [0x5A; 4096];
+
+#[test]
+fn one_operation_costs_array_time_plus_transfer() {
+    let mut dev = device(&[], true);
+    let mut flash = dev.native().unwrap();
+    assert_eq!(
+        flash.program(0, &PAGE, b"lba=7", Some(1_000)).unwrap(),
+        1_000 + XFER + T_PROG
+    );
+    let mut data = [0u8; 4096];
+    let mut oob = [0u8; 128];
+    let at = 1_000_000;
+    assert_eq!(
+        flash.read(0, &mut data, &mut oob, Some(at)).unwrap(),
+        at + T_R + XFER
+    );
+    assert_eq!(data, PAGE);
+    assert_eq!(&oob[..6], b"lba=7\xFF");
+    let at = 2_000_000;
+    assert_eq!(
+        flash.read_oob(0, &mut oob, Some(at)).unwrap(),
+        at + T_R + OOB_XFER
+    );
+    let at = 3_000_000;
+    assert_eq!(flash.erase(0, Some(at)).unwrap(), at + T_ERASE);
+    let c = flash.counters();
+    assert_eq!((c.programs, c.reads, c.oob_reads, c.erases), (1, 1, 1, 1));
+    assert_eq!(flash.die_busy_ns()[0], T_PROG + 2 * T_R + T_ERASE);
+    let ssd = dev.ssd_json();
+    assert_eq!(ssd["flash"]["programs"], 1);
+    assert_eq!(ssd["flash"]["oob_reads"], 2);
+}
+
+#[test]
+fn dies_overlap_one_die_serialises_and_the_channel_is_shared() {
+    // Blocks 0..3 lie on (channel 0, die 0), (1, 0), (0, 1), (1, 1); block 4 on (0, 0) again.
+    let mut dev = device(&[], false);
+    let mut flash = dev.native().unwrap();
+    let pages = flash.geometry().pages_per_block as u64;
+    assert_eq!(flash.locate(2).unwrap().channel, 0);
+    assert_eq!(flash.locate(2).unwrap().die, 1);
+    // Different channels: fully parallel.
+    assert_eq!(
+        flash.program(0, &PAGE, &[], Some(0)).unwrap(),
+        XFER + T_PROG
+    );
+    assert_eq!(
+        flash.program(pages, &PAGE, &[], Some(0)).unwrap(),
+        XFER + T_PROG
+    );
+    // Same channel, other die: waits for the bus only.
+    assert_eq!(
+        flash.program(2 * pages, &PAGE, &[], Some(0)).unwrap(),
+        2 * XFER + T_PROG
+    );
+    // Same die (block 4 is on channel 0, die 0): waits for the die (no cache program).
+    assert_eq!(
+        flash.program(4 * pages, &PAGE, &[], Some(0)).unwrap(),
+        XFER + T_PROG + XFER + T_PROG
+    );
+    // Erases of one die serialise; on another die they overlap.
+    let t = 10_000_000;
+    assert_eq!(flash.erase(1, Some(t)).unwrap(), t + T_ERASE);
+    assert_eq!(flash.erase(5, Some(t)).unwrap(), t + 2 * T_ERASE);
+    assert_eq!(flash.erase(3, Some(t)).unwrap(), t + T_ERASE);
+    // A call never completes before its issue time, and None means the device's clock.
+    assert_eq!(flash.now_ns(), t);
+    assert_eq!(flash.erase(6, None).unwrap(), t + T_ERASE);
+}
+
+#[test]
+fn native_and_block_reads_of_one_die_cost_the_same() {
+    // The block interface's single-page read of an idle die: tR + transfer.
+    let mut block = device(&[], false);
+    let req = |op| HostRequest {
+        arrival_ns: None,
+        op,
+        offset: 0,
+        length: 4096,
+        hint: Default::default(),
+    };
+    block.submit(&req(Op::Write), None, None).unwrap();
+    let now = block.now_ns() + 10_000_000;
+    block.advance_to(now);
+    let c = block.submit(&req(Op::Read), None, None).unwrap();
+    let mut native = device(&[], false);
+    let mut flash = native.native().unwrap();
+    flash.program(0, &PAGE, &[], Some(0)).unwrap();
+    let mut data = [0u8; 4096];
+    let mut oob = [0u8; 128];
+    let done = flash.read(0, &mut data, &mut oob, Some(now)).unwrap();
+    assert_eq!(done - now, c.latency_ns());
+}
+
+#[test]
+fn nand_rules_are_errors_naming_the_address() {
+    let mut dev = device(&[("cell.endurance_cycles", "1")], false);
+    let mut flash = dev.native().unwrap();
+    flash.program(16, &PAGE, &[], None).unwrap();
+    let e = flash.program(16, &PAGE, &[], None).unwrap_err();
+    assert!(e.is_rule());
+    assert_eq!(
+        e.to_string(),
+        "program of page 16 (block 1, page 0 of the block): the page is not erased (block 1 is \
+         programmed up to page 1 of the block; erase the block first)"
+    );
+    let e = flash.program(18, &PAGE, &[], None).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            NandError::OutOfOrder {
+                page: 18,
+                block: 1,
+                index: 2,
+                next: 1,
+                next_page: 17
+            }
+        ),
+        "{e}"
+    );
+    assert!(!flash.is_erased(16).unwrap());
+    assert!(flash.is_erased(17).unwrap());
+    assert_eq!(flash.next_page(1).unwrap(), 1);
+    flash.erase(1, None).unwrap();
+    let e = flash.erase(1, None).unwrap_err();
+    assert!(e.to_string().contains("erase of block 1") && e.to_string().contains("endurance of 1"));
+    assert_eq!(flash.bad_blocks(), vec![1]);
+    assert_eq!(flash.erase_count(1).unwrap(), 1);
+    let total = flash.geometry().total_pages;
+    let e = flash.program(total, &PAGE, &[], None).unwrap_err();
+    assert!(!e.is_rule());
+    assert!(e.to_string().contains(&total.to_string()));
+    let e = flash.program(0, &PAGE[..100], &[], None).unwrap_err();
+    assert!(e.to_string().starts_with("data:"), "{e}");
+    let e = flash.program(0, &PAGE, &[0; 129], None).unwrap_err();
+    assert!(e.to_string().starts_with("oob:"), "{e}");
+    let mut small = [0u8; 100];
+    let mut oob = [0u8; 128];
+    assert!(flash.read(0, &mut small, &mut oob, None).is_err());
+    assert_eq!(flash.counters().rule_violations, 3);
+    // Refused calls take no time and change nothing.
+    assert_eq!(flash.counters().programs, 1);
+}
+
+#[test]
+fn the_block_interface_is_refused_once_the_flash_is_native() {
+    let mut dev = device(&[], false);
+    dev.native().unwrap();
+    let req = HostRequest {
+        arrival_ns: None,
+        op: Op::Write,
+        offset: 0,
+        length: 4096,
+        hint: Default::default(),
+    };
+    let e = dev.submit(&req, None, None).unwrap_err();
+    assert!(matches!(e, DeviceError::NativeOwned), "{e}");
+    assert!(e.to_string().contains("native interface"));
+    // And a device whose block interface wrote data cannot be handed over.
+    let mut used = device(&[], false);
+    used.submit(&req, None, None).unwrap();
+    assert!(used.native().is_err());
+}
