@@ -974,7 +974,7 @@ impl Device {
                     let die = txns[i].die;
                     let t = self.derived.melded_read_ns;
                     // After any translation work its pages' mappings needed.
-                    let ready = txns[i..i + bits].iter().map(|t| t.ready_ns).max();
+                    let ready = txns[i..i + n].iter().map(|t| t.ready_ns).max();
                     let ready = ready.unwrap_or(start);
                     let r = self.timeline.read(die, ready, t, bits as u32, xfer);
                     self.note_wait(r.array_start_ns, start);
