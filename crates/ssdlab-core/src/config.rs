@@ -576,6 +576,9 @@ pub struct Config {
     pub placement: PlacementConfig,
     pub sea: SeaConfig,
     pub stats: StatsConfig,
+    /// FlexECC's regions and codec times; left out of the canonical form (and hash) while at its defaults.
+    #[serde(skip_serializing_if = "crate::ecc::flex::FlexEccConfig::is_default")]
+    pub flexecc: crate::ecc::flex::FlexEccConfig,
 }
 
 /// Values computed once from a validated [`Config`].
@@ -1020,6 +1023,7 @@ impl Config {
             }
         }
         self.validate_sea(&invalid)?;
+        crate::ecc::flex::validate(self, &invalid)?;
         let wl = &self.placement.write_life_handles;
         if wl.len() != 6 {
             return Err(invalid(

@@ -14,6 +14,7 @@ pub use page_map::{PageMapFtl, GC_RESERVE_BLOCKS};
 pub use segments::{SeaCounters, SeaState};
 
 use crate::config::{Config, Derived, FtlKind};
+use crate::ecc::flex::FlexPages;
 use crate::nand::Geometry;
 use crate::placement::HandleCounters;
 use serde::Serialize;
@@ -188,6 +189,13 @@ pub trait Ftl: Send {
     fn sea_state(&self) -> SeaState;
     /// The placement handle that owns the block holding physical unit `unit`.
     fn block_handle_of(&self, unit: u32) -> u32;
+    /// FlexECC's page states (see [`crate::ecc::flex`]), when `flexecc.mode` is not off.
+    fn flex_pages(&self) -> Option<&FlexPages> {
+        None
+    }
+    fn flex_pages_mut(&mut self) -> Option<&mut FlexPages> {
+        None
+    }
     /// Check L2P and P2L agree and valid counts close; a description of the first violation.
     fn check_invariants(&self) -> Result<(), String>;
 }

@@ -30,6 +30,7 @@
 use super::segments::{SeaState, Segments};
 use super::{FlashOp, Ftl, FtlCounters, FtlError, Purpose, UnitWrite, WriteOutcome};
 use crate::config::Config;
+use crate::ecc::flex::FlexPages;
 use crate::gc::destination::{gc_destination, FreeBlocks, GcDestination};
 use crate::gc::{victim_policy, BlockState, PlaneView, VictimPolicy};
 use crate::nand::prefetch::prefetch;
@@ -106,6 +107,8 @@ pub struct PageMapFtl {
     victim_units: Vec<(u32, u32)>,
     /// SEA-SSD: per-segment victim choice and the predicted units GC migrates.
     segments: Segments,
+    /// FlexECC: page states; GC re-protects flushed units in the EDC region.
+    flex: Option<FlexPages>,
 }
 
 impl PageMapFtl {
@@ -152,6 +155,7 @@ impl PageMapFtl {
             handle_counters: vec![HandleCounters::default(); handles as usize],
             victim_units: Vec::with_capacity(geo.pages_per_block as usize),
             segments: Segments::new(config, geo.planes),
+            flex: FlexPages::new(config, logical_units, geo.physical_pages << unit_shift),
         }
     }
 
@@ -306,6 +310,9 @@ impl PageMapFtl {
         self.pad_gc_frontier(plane, handle, ops);
         if migrated {
             self.pad_gc_frontier(plane, self.segments.dyn_handle(), ops);
+            if let Some(edc) = self.flex.as_ref().map(FlexPages::edc_handle) {
+                self.pad_gc_frontier(plane, edc, ops);
+            }
         }
     }
 
@@ -457,12 +464,19 @@ impl PageMapFtl {
             if let Some(&(_, next)) = units.get(i + AHEAD) {
                 prefetch(&self.l2p, next as usize);
             }
-            // A predicted unit leaving `stat` goes to the `dyn` frontier (SEA-SSD).
-            let to = match self.segments.migration_target(handle, lun) {
-                Some(dyn_handle) if self.gc_frontier_can_take(job.destination, dyn_handle) => {
-                    self.segments.note_migrated();
+            // A predicted unit leaving `stat` goes to the `dyn` frontier (SEA-SSD); a flushed
+            // unit leaving the ECC region to the EDC frontier (FlexECC).
+            let target = match &self.flex {
+                Some(flex) => flex.gc_target(handle, lun as u64),
+                None => self.segments.migration_target(handle, lun),
+            };
+            let to = match target {
+                Some(other) if self.gc_frontier_can_take(job.destination, other) => {
+                    if self.flex.is_none() {
+                        self.segments.note_migrated();
+                    }
                     job.migrated = true;
-                    dyn_handle
+                    other
                 }
                 _ => handle,
             };
@@ -480,6 +494,9 @@ impl PageMapFtl {
             self.valid_units[db] += 1;
             self.last_write_ns[db] = self.last_write_ns[db].max(self.last_write_ns[v]);
             self.counters.gc_units_moved += 1;
+            if let Some(flex) = &mut self.flex {
+                flex.on_gc_move(lun as u64, handle, to, dst.unit, now_ns);
+            }
             if self.unit_shift == 0 {
                 ops.push(FlashOp::Move { src, dst: dst.unit });
                 self.count_gc_page(to);
@@ -723,6 +740,14 @@ impl Ftl for PageMapFtl {
     #[inline]
     fn erase_count_of(&self, ppa: u32) -> u32 {
         self.erase_count[self.geo.block_of(ppa) as usize]
+    }
+
+    fn flex_pages(&self) -> Option<&FlexPages> {
+        self.flex.as_ref()
+    }
+
+    fn flex_pages_mut(&mut self) -> Option<&mut FlexPages> {
+        self.flex.as_mut()
     }
 
     fn check_invariants(&self) -> Result<(), String> {

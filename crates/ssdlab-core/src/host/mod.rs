@@ -11,6 +11,7 @@
 //! loop of [`run`] only has to order completions.
 
 mod engine;
+mod flexecc;
 mod link;
 mod logs;
 pub mod run;
@@ -198,6 +199,9 @@ pub struct Device {
     run: Option<Box<run::RunState>>,
     /// The event engine of a run whose scheduling is not plain FCFS reservation.
     engine: Option<Box<engine::Engine>>,
+    /// FlexECC is on (`flexecc.mode`): per-page codes and bit errors; scratch for its reads.
+    flex: bool,
+    flex_scratch: (Vec<u8>, Vec<u32>),
 }
 
 impl Device {
@@ -214,7 +218,8 @@ impl Device {
     }
 
     pub fn new(config: Config, seed: u64, store_data: bool) -> Device {
-        let derived = config.derived();
+        let mut derived = config.derived();
+        flexecc::adjust_derived(&config, &mut derived);
         let geo = Geometry::new(&config, &derived);
         let page_link_ns = match config.host.link_mbps {
             0 => 0,
@@ -238,6 +243,7 @@ impl Device {
             series: TimeSeries::new(config.stats.interval_ns)
                 .with_page_bytes(config.geometry.page_size_bytes),
             request_log: config.stats.request_log.then(Vec::new),
+            flex: config.flexecc.mode != crate::ecc::flex::FlexEccMode::Off,
             config_hash: config.hash_hex(),
             // The ECC error stream is derived from the seed in a fixed way, apart from any
             // workload stream, so adding a workload never shifts the error pattern.
@@ -266,6 +272,7 @@ impl Device {
             sea: SeaReceived::default(),
             run: None,
             engine: None,
+            flex_scratch: (Vec::new(), Vec::new()),
         }
     }
 
@@ -549,7 +556,13 @@ impl Device {
         let page = self.page_size() as u64;
         let (first_unit, units, start) = self.split_and_charge_cpu(req, issue_ns);
         let (complete_ns, uncorrectable) = match req.op {
-            Op::Read => self.execute_read(req, start, first_unit, units, out)?,
+            Op::Read => {
+                let read = self.execute_read(req, start, first_unit, units, out)?;
+                if self.flex {
+                    self.flex_note_read(req, first_unit, units);
+                }
+                read
+            }
             Op::Write => (
                 self.execute_write(req, start, first_unit, units, data)?,
                 false,
@@ -651,7 +664,7 @@ impl Device {
                         self.timeline.program(die_dst, r.end_ns, t_prog, 1, 0);
                     } else {
                         let r = self.timeline.read(die_src, ready_ns, t_read, 1, xfer);
-                        let ready = r.end_ns + self.derived.decode_ns + self.derived.encode_ns;
+                        let ready = r.end_ns + self.flex_gc_codec_ns(src, dst);
                         self.timeline.program(die_dst, ready, t_prog, 1, xfer);
                     }
                     self.count_gc_read(t_read, !copyback, false);
@@ -808,6 +821,9 @@ impl Device {
     /// it on `die`.
     #[inline]
     fn decode(&mut self, ppa: u32, die: u32, t_read: u64, transferred_ns: u64) -> (u64, bool) {
+        if self.flex {
+            return self.flex_decode(ppa, transferred_ns);
+        }
         let mut done = transferred_ns + self.derived.decode_ns;
         if self.config.ecc.rber_base > 0.0 {
             let erases = self.ftl.erase_count_of(ppa);
@@ -1002,9 +1018,9 @@ impl Device {
                 });
             }
         }
-        let handle = self.placement.resolve(&req.hint)?;
+        let resolved = self.placement.resolve(&req.hint)?;
+        let (handle, encode) = self.flex_write_handle(req, resolved);
         let unit_bytes = self.unit_bytes;
-        let encode = self.derived.encode_ns;
         let buffer_pages = self.config.controller.write_buffer_pages as usize;
         let mut accepted = start;
         self.txns.clear();
@@ -1063,6 +1079,9 @@ impl Device {
                 ready = ready.max(accept + encode);
             }
             self.push_program(outcome.new >> self.unit_shift, ready);
+        }
+        if self.flex {
+            self.flex_note_write(req, first_unit, units, start);
         }
         let mut txns = std::mem::take(&mut self.txns);
         let programmed = self.program_grouped(&mut txns);
@@ -1218,6 +1237,9 @@ impl Device {
                 self.ops.clear();
                 let mut ops = std::mem::take(&mut self.ops);
                 self.ftl.trim(unit, &mut ops);
+                if self.flex {
+                    self.flex_note_trim(unit);
+                }
                 if !ops.is_empty() {
                     self.apply_ftl_ops(&ops, self.now_ns);
                 }
@@ -1329,6 +1351,9 @@ impl Device {
         }
         self.requests_seen = 0;
         self.sea.predicted_units = 0;
+        if let Some(flex) = self.ftl.flex_pages_mut() {
+            flex.reset_counters();
+        }
         self.now_ns = 0;
         self.link_in_free_ns = 0;
         self.link_out.reset();
@@ -1363,7 +1388,7 @@ impl Device {
 
     /// The cumulative `ssd` object.
     pub fn ssd_json(&self) -> serde_json::Value {
-        crate::stats::ssd_json(&crate::stats::SsdReportInputs {
+        let mut ssd = crate::stats::ssd_json(&crate::stats::SsdReportInputs {
             ftl: self.ftl.counters(),
             flash: self.flash,
             handles: self.ftl.handle_counters(),
@@ -1389,7 +1414,11 @@ impl Device {
                 predicted_units_received: self.sea.predicted_units,
                 state: self.ftl.sea_state(),
             },
-        })
+        });
+        if let Some(flex) = self.flexecc_json() {
+            ssd["flexecc"] = flex;
+        }
+        ssd
     }
 
     /// Close the time series' partial interval and return its rows.
