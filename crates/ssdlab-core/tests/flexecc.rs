@@ -142,6 +142,8 @@ fn a_crc_page_with_an_error_fails_and_a_bch_page_beyond_t_fails() {
             .submit(&request(Op::Read, unit, None, false), None, Some(&mut out))
             .unwrap();
         assert!(c.uncorrectable, "unit {unit}");
+        // The bytes come back as read, flipped bits and all: only the error says so.
+        assert_ne!(out, data, "unit {unit}");
     }
     let c = dev.flexecc_json().unwrap();
     assert_eq!(

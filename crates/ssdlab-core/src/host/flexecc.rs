@@ -65,8 +65,22 @@ impl Device {
         }
     }
 
-    /// A read with the flush-read hint: its ECC-dirty units become ECC-clean.
-    pub(super) fn flex_note_read(&mut self, req: &HostRequest, first_unit: u64, units: u64) {
+    /// After a read: the bytes of pages that failed are returned as read, flipped bits and all
+    /// (the host was told: EIO), and a read with the flush-read hint makes its ECC-dirty units
+    /// ECC-clean.
+    pub(super) fn flex_note_read(
+        &mut self,
+        req: &HostRequest,
+        first_unit: u64,
+        units: u64,
+        out: Option<&mut [u8]>,
+    ) {
+        if !self.flex_failed.is_empty() {
+            let failed = std::mem::take(&mut self.flex_failed);
+            if let Some(out) = out {
+                self.corrupt_returned_bytes(req, first_unit, units, &failed, out);
+            }
+        }
         if !req.hint.flush_read || self.ftl.flex_pages().is_none() {
             return;
         }
@@ -77,6 +91,35 @@ impl Device {
             let handle = self.ftl.block_handle_of(pu);
             if let Some(flex) = self.ftl.flex_pages_mut() {
                 flex.on_flush_read(unit, handle);
+            }
+        }
+    }
+
+    /// Flip, in the host's buffer, the bits that failed pages of this read came back with.
+    fn corrupt_returned_bytes(
+        &self,
+        req: &HostRequest,
+        first_unit: u64,
+        units: u64,
+        failed: &[(u32, Vec<u32>)],
+        out: &mut [u8],
+    ) {
+        let unit_bytes = self.unit_bytes;
+        for unit in first_unit..first_unit + units {
+            let Some(pu) = self.ftl.mapped(unit) else {
+                continue;
+            };
+            let Some((_, flips)) = failed.iter().find(|(ppa, _)| *ppa == pu >> self.unit_shift)
+            else {
+                continue;
+            };
+            let (lo, hi) = super::page_span(req, unit, unit_bytes);
+            let at = (unit * unit_bytes + lo - req.offset) as usize;
+            for &bit in flips {
+                let byte = (bit / 8) as u64;
+                if (lo..hi).contains(&byte) {
+                    out[at + (byte - lo) as usize] ^= 1 << (bit % 8);
+                }
             }
         }
     }
@@ -143,11 +186,26 @@ impl Device {
         }
         if failed {
             self.flash.uncorrectable_pages += 1;
+            if data.is_some() {
+                self.flex_failed.push((ppa, self.flex_scratch.1.clone()));
+            }
         }
         if let Some(flex) = self.ftl.flex_pages_mut() {
             flex.on_host_read(code, errors.bit_errors > 0, failed);
         }
         (transferred_ns + decode, failed)
+    }
+
+    /// The EDC region's placement handle when FlexECC is on (`flexecc.mode = "flex"`).
+    pub fn flexecc_edc_handle(&self) -> Option<u32> {
+        let flex = self.ftl.flex_pages()?;
+        (flex.mode() == FlexEccMode::Flex).then(|| flex.edc_handle())
+    }
+
+    /// The placement handle of the block holding the logical unit at byte `offset`.
+    pub fn block_handle_of_offset(&self, offset: u64) -> Option<u32> {
+        let pu = self.ftl.mapped(offset / self.unit_bytes)?;
+        Some(self.ftl.block_handle_of(pu))
     }
 
     /// FlexECC's counters and settings, for the `ssd` report (None while off).

@@ -202,6 +202,8 @@ pub struct Device {
     /// FlexECC is on (`flexecc.mode`): per-page codes and bit errors; scratch for its reads.
     flex: bool,
     flex_scratch: (Vec<u8>, Vec<u32>),
+    /// Data mode: pages of the current read that failed, with their flipped bits.
+    flex_failed: Vec<(u32, Vec<u32>)>,
 }
 
 impl Device {
@@ -273,6 +275,7 @@ impl Device {
             run: None,
             engine: None,
             flex_scratch: (Vec::new(), Vec::new()),
+            flex_failed: Vec::new(),
         }
     }
 
@@ -547,7 +550,7 @@ impl Device {
         req: &HostRequest,
         issue_ns: u64,
         data: Option<&[u8]>,
-        out: Option<&mut [u8]>,
+        mut out: Option<&mut [u8]>,
     ) -> Result<Completion, DeviceError> {
         self.check_range(req)?;
         self.requests_seen += 1;
@@ -557,9 +560,9 @@ impl Device {
         let (first_unit, units, start) = self.split_and_charge_cpu(req, issue_ns);
         let (complete_ns, uncorrectable) = match req.op {
             Op::Read => {
-                let read = self.execute_read(req, start, first_unit, units, out)?;
+                let read = self.execute_read(req, start, first_unit, units, out.as_deref_mut())?;
                 if self.flex {
-                    self.flex_note_read(req, first_unit, units);
+                    self.flex_note_read(req, first_unit, units, out);
                 }
                 read
             }
