@@ -61,10 +61,17 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
     # OLTP on SQLite on the device (ssdlab.db): memory settings relative to the loaded database.
     "tpcc": {"warehouses": 1, "population": 0.1, **RUN_DEFAULTS},
     "sysbench": {"tables": 1, "table_size": 10_000, **RUN_DEFAULTS},
+    # FlexECC's SSD cache over a disk (ssdlab.flexecc); the cache is the config's [cache] table.
+    "cache": {
+        "personality": "fileserver",
+        "requests": 10_000,
+        "interarrival_ns": 1_000_000,
+        "working_set_bytes": 0,
+    },
 }
 
 #: Parameters that may be 0.
-_MAY_BE_ZERO = ("warmup_transactions",)
+_MAY_BE_ZERO = ("warmup_transactions", "working_set_bytes")
 
 _TOP_KEYS = {
     "name",
@@ -461,6 +468,14 @@ def _builtin(name: str, table: dict[str, Any], lines: _Lines, where: tuple[str, 
                 f"its parameters are: {', '.join(params)}",
             )
         default = params[key]
+        if isinstance(default, str):
+            # A name (a cache personality): the run checks it against the core's list.
+            if not isinstance(value, str) or not value:
+                raise lines.error(
+                    where, key, f"workloads.{name}.{key}: expected a name, got {value!r}"
+                )
+            params[key] = value
+            continue
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         ok = ok and (value > 0 or (value == 0 and key in _MAY_BE_ZERO))
         if isinstance(default, int):

@@ -579,6 +579,9 @@ pub struct Config {
     /// FlexECC's regions and codec times; left out of the canonical form (and hash) while at its defaults.
     #[serde(skip_serializing_if = "crate::ecc::flex::FlexEccConfig::is_default")]
     pub flexecc: crate::ecc::flex::FlexEccConfig,
+    /// The SSD cache over a disk that a cache workload runs (`crate::cache`); likewise.
+    #[serde(skip_serializing_if = "crate::cache::CacheConfig::is_default")]
+    pub cache: crate::cache::CacheConfig,
 }
 
 /// Values computed once from a validated [`Config`].
@@ -1024,6 +1027,7 @@ impl Config {
         }
         self.validate_sea(&invalid)?;
         crate::ecc::flex::validate(self, &invalid)?;
+        self.cache.validate(&invalid)?;
         let wl = &self.placement.write_life_handles;
         if wl.len() != 6 {
             return Err(invalid(

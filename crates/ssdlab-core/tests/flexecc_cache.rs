@@ -155,6 +155,31 @@ fn cache_issues_the_four_request_types_and_counts_them() {
 }
 
 #[test]
+fn the_scrubber_finds_corrupt_edc_pages_before_the_host() {
+    let run = |scrub: f64| {
+        let mut c = cache("flex", "1e-4", 2, false, scrub);
+        let spec = WorkloadSpec {
+            personality: "r90".into(),
+            requests: 8000,
+            interarrival_ns: 20_000_000,
+            working_set_bytes: 4 << 20,
+            seed: 5,
+        };
+        let reqs = generate(&spec, c.cache_blocks(), c.disk_blocks()).unwrap();
+        c.run(&reqs).unwrap();
+        c.counters()
+    };
+    let (off, on) = (run(0.0), run(500.0));
+    assert_eq!((off.scrub_reads, off.scrub_prefetched), (0, 0));
+    assert!(on.scrub_reads > 1000 && on.scrub_prefetched > 100, "{on:?}");
+    // Corrupt pages found first by the scrubber are not found by the host.
+    assert!(
+        on.corruption_disk_reads < off.corruption_disk_reads,
+        "{on:?} vs {off:?}"
+    );
+}
+
+#[test]
 fn cache_larger_than_the_ssd_is_refused() {
     let text = presets::get("flexecc").unwrap();
     let pairs: Vec<(String, String)> = SMALL

@@ -2,6 +2,7 @@
 //! with the GIL released, convert results. All policy lives in the Rust crates and all
 //! orchestration in the Python package.
 
+mod cache;
 mod errors;
 mod memory;
 mod request_log;
@@ -583,6 +584,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDevice>()?;
     m.add_class::<server::PyServer>()?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_run, m)?)?;
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(job_names, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;

@@ -47,6 +47,10 @@ pub enum CacheError {
     Invalid { key: &'static str, message: String },
     #[error("SSD: {0}")]
     Device(#[from] DeviceError),
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    Workload(#[from] workload::WorkloadError),
     #[error("request for disk blocks {first}..{end}: the disk has {blocks} blocks (cache.disk.capacity_bytes)")]
     OutOfRange { first: u64, end: u64, blocks: u64 },
     #[error("request data is {given} bytes, expected {expected}")]
@@ -72,6 +76,62 @@ pub struct CacheConfig {
     pub disk: DiskConfig,
     /// Keep the SSD request trace (the four types) for [`FlashCache::trace`].
     pub record_trace: bool,
+}
+
+impl CacheConfig {
+    pub fn is_default(&self) -> bool {
+        *self == CacheConfig::default()
+    }
+
+    /// The table's own ranges (the sizes against the SSD are checked by [`FlashCache::new`]).
+    pub fn validate(
+        &self,
+        invalid: &dyn Fn(&str, String) -> crate::config::ConfigError,
+    ) -> Result<(), crate::config::ConfigError> {
+        if self.associativity == 0 {
+            return Err(invalid(
+                "cache.associativity",
+                "expected a positive number of blocks per set, got 0".into(),
+            ));
+        }
+        if !(self.dirty_threshold > 0.0 && self.dirty_threshold <= 1.0) {
+            return Err(invalid(
+                "cache.dirty_threshold",
+                format!(
+                    "expected a fraction in (0, 1], got {}",
+                    self.dirty_threshold
+                ),
+            ));
+        }
+        if !(self.scrub_pages_per_s.is_finite() && self.scrub_pages_per_s >= 0.0) {
+            return Err(invalid(
+                "cache.scrub_pages_per_s",
+                format!("expected a rate >= 0, got {}", self.scrub_pages_per_s),
+            ));
+        }
+        let d = &self.disk;
+        for (key, v) in [
+            ("cache.disk.capacity_bytes", d.capacity_bytes),
+            ("cache.disk.rpm", d.rpm as u64),
+            ("cache.disk.blocks_per_track", d.blocks_per_track as u64),
+            ("cache.disk.heads", d.heads as u64),
+            ("cache.disk.transfer_mbps", d.transfer_mbps as u64),
+        ] {
+            if v == 0 {
+                return Err(invalid(key, "expected a positive integer, got 0".into()));
+            }
+        }
+        if d.seek_min_ns > d.seek_max_ns {
+            return Err(invalid(
+                "cache.disk.seek_min_ns",
+                format!(
+                    "expected at most cache.disk.seek_max_ns ({}), got {}",
+                    d.seek_max_ns, d.seek_min_ns
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for CacheConfig {
@@ -218,7 +278,8 @@ pub struct FlashCache {
     pending: BinaryHeap<Reverse<(u64, u64, u32, u32)>>,
     pending_seq: u64,
     counters: CacheCounters,
-    /// Latest arrival and latest foreground completion (for idle detection).
+    /// Latest arrival and latest SSD completion: idle time starts `idle_clean_ns` after both
+    /// (the disk may still be busy: cleaning and scrubbing are SSD work).
     last_arrival_ns: u64,
     busy_until_ns: u64,
     scrub_cursor: u32,
@@ -230,8 +291,19 @@ pub struct FlashCache {
 }
 
 impl FlashCache {
+    /// A cache over `ssd` with the SSD configuration's `[cache]` table.
+    pub fn from_device(ssd: Device) -> Result<FlashCache, CacheError> {
+        let config = ssd.config().cache.clone();
+        FlashCache::new(ssd, config)
+    }
+
     /// A cache over `ssd` (whose data mode decides the cache's) with `config`.
     pub fn new(ssd: Device, config: CacheConfig) -> Result<FlashCache, CacheError> {
+        config.validate(&|key: &str, message| crate::config::ConfigError::Invalid {
+            source_name: "cache".into(),
+            key: key.into(),
+            message,
+        })?;
         let invalid = |key, message| CacheError::Invalid { key, message };
         let page = ssd.page_size() as u64;
         let logical = ssd.logical_bytes();
@@ -259,21 +331,6 @@ impl FlashCache {
                 ),
             ));
         }
-        if !(config.dirty_threshold > 0.0 && config.dirty_threshold <= 1.0) {
-            return Err(invalid(
-                "dirty_threshold",
-                format!(
-                    "expected a fraction in (0, 1], got {}",
-                    config.dirty_threshold
-                ),
-            ));
-        }
-        if !(config.scrub_pages_per_s.is_finite() && config.scrub_pages_per_s >= 0.0) {
-            return Err(invalid(
-                "scrub_pages_per_s",
-                format!("expected a rate >= 0, got {}", config.scrub_pages_per_s),
-            ));
-        }
         let d = &config.disk;
         if d.capacity_bytes < cache_bytes {
             return Err(invalid(
@@ -281,25 +338,6 @@ impl FlashCache {
                 format!(
                     "expected a disk at least as large as the cache ({cache_bytes} bytes), got {}",
                     d.capacity_bytes
-                ),
-            ));
-        }
-        for (key, v) in [
-            ("disk.rpm", d.rpm as u64),
-            ("disk.blocks_per_track", d.blocks_per_track as u64),
-            ("disk.heads", d.heads as u64),
-            ("disk.transfer_mbps", d.transfer_mbps as u64),
-        ] {
-            if v == 0 {
-                return Err(invalid(key, "expected a positive integer, got 0".into()));
-            }
-        }
-        if d.seek_min_ns > d.seek_max_ns {
-            return Err(invalid(
-                "disk.seek_min_ns",
-                format!(
-                    "expected at most disk.seek_max_ns ({}), got {}",
-                    d.seek_max_ns, d.seek_min_ns
                 ),
             ));
         }
@@ -420,15 +458,30 @@ impl FlashCache {
         data: Option<&[u8]>,
         out: Option<&mut [u8]>,
     ) -> Result<Completion, CacheError> {
-        let offset = slot as u64 * self.block_bytes;
-        let req = kind.request(offset, self.block_bytes);
+        let done = self.ssd_io_uncounted(kind, slot, at_ns, data, out)?;
         let c = &mut self.counters;
+        c.ssd_latency_ns[kind as usize] += done.latency_ns();
         match kind {
             SsdRequestKind::DirtyWrite => c.dirty_writes += 1,
             SsdRequestKind::CleanWrite => c.clean_writes += 1,
             SsdRequestKind::HostRead => c.host_reads += 1,
             SsdRequestKind::FlushRead => c.flush_reads += 1,
         }
+        Ok(done)
+    }
+
+    /// An SSD request left out of the request-type counts and response times (the
+    /// scrubber's reads, counted as `scrub_reads`); it is in the trace.
+    fn ssd_io_uncounted(
+        &mut self,
+        kind: SsdRequestKind,
+        slot: u32,
+        at_ns: u64,
+        data: Option<&[u8]>,
+        out: Option<&mut [u8]>,
+    ) -> Result<Completion, CacheError> {
+        let offset = slot as u64 * self.block_bytes;
+        let req = kind.request(offset, self.block_bytes);
         if let Some(trace) = &mut self.trace {
             trace.push(TraceRow {
                 time_ns: at_ns.max(self.ssd.now_ns()),
@@ -438,7 +491,7 @@ impl FlashCache {
             });
         }
         let done = self.ssd.submit_at(at_ns, &req, data, out)?;
-        self.counters.ssd_latency_ns[kind as usize] += done.latency_ns();
+        self.busy_until_ns = self.busy_until_ns.max(done.complete_ns);
         Ok(done)
     }
 
@@ -616,7 +669,7 @@ impl FlashCache {
                 break;
             };
             self.counters.scrub_reads += 1;
-            let c = self.ssd_io(
+            let c = self.ssd_io_uncounted(
                 SsdRequestKind::HostRead,
                 slot,
                 at,
@@ -691,7 +744,6 @@ impl FlashCache {
             c.read_response_ns += done - req.arrival_ns.min(done);
         }
         c.errors_returned += error as u64;
-        self.busy_until_ns = self.busy_until_ns.max(done);
         Ok(AppCompletion {
             complete_ns: done,
             error,
@@ -812,25 +864,75 @@ impl FlashCache {
         Ok(t)
     }
 
-    /// The cache's, the disk's and the SSD's statistics.
+    /// Generate `spec`'s requests for this cache, serve them (metadata mode), issue the fills
+    /// still due; the report: `{"cache": ..., "ssd": ...}`.
+    pub fn run_workload(
+        &mut self,
+        spec: &workload::WorkloadSpec,
+    ) -> Result<serde_json::Value, CacheError> {
+        let requests = workload::generate(spec, self.cache_blocks(), self.disk_blocks())?;
+        self.run(&requests)?;
+        let mut cache = self.stats_json();
+        let ssd = cache["ssd"].take();
+        if let Some(map) = cache.as_object_mut() {
+            map.remove("ssd");
+            map.insert(
+                "workload".into(),
+                serde_json::to_value(spec).expect("spec serialises"),
+            );
+            map.insert("requests".into(), requests.len().into());
+            map.insert("end_ns".into(), self.ssd.now_ns().into());
+        }
+        Ok(serde_json::json!({ "cache": cache, "ssd": ssd }))
+    }
+
+    /// The SSD requests issued so far as ssdlab's CSV trace with a `type` column
+    /// (`time_ns,op,offset,length,hint,type`), which `ssdlab run --trace` replays.
+    pub fn trace_csv(&self) -> Option<String> {
+        use std::fmt::Write;
+        let rows = self.trace.as_ref()?;
+        let mut out = String::with_capacity(rows.len() * 48 + 40);
+        out.push_str("time_ns,op,offset,length,hint,type\n");
+        for r in rows {
+            let req = r.kind.request(r.offset, r.length);
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{}",
+                r.time_ns,
+                req.op.as_str(),
+                r.offset,
+                r.length,
+                req.hint,
+                r.kind.name()
+            );
+        }
+        Some(out)
+    }
+
+    /// The cache's counters and mean response times, the disk's counters and the SSD's report
+    /// (`ssd`).
     pub fn stats_json(&self) -> serde_json::Value {
         let c = &self.counters;
         let mean = |sum: u64, n: u64| if n == 0 { 0.0 } else { sum as f64 / n as f64 };
         let l = &c.ssd_latency_ns;
         let ssd_requests = c.dirty_writes + c.clean_writes + c.host_reads + c.flush_reads;
-        serde_json::json!({
+        let mut out = serde_json::to_value(c).expect("counters serialise");
+        let extra = serde_json::json!({
+            "mean_response_ns": mean(c.read_response_ns + c.write_response_ns, c.reads + c.writes),
+            "mean_read_response_ns": mean(c.read_response_ns, c.reads),
+            "mean_write_response_ns": mean(c.write_response_ns, c.writes),
             "mean_ssd_response_ns": mean(l.iter().sum(), ssd_requests),
             "mean_ssd_read_response_ns": mean(l[2] + l[3], c.host_reads + c.flush_reads),
             "mean_ssd_write_response_ns": mean(l[0] + l[1], c.dirty_writes + c.clean_writes),
-            "cache": serde_json::to_value(c).expect("counters serialise"),
-            "mean_read_response_ns": mean(c.read_response_ns, c.reads),
-            "mean_write_response_ns": mean(c.write_response_ns, c.writes),
-            "mean_response_ns": mean(c.read_response_ns + c.write_response_ns, c.reads + c.writes),
             "cache_blocks": self.tag.len(),
             "sets": self.sets,
             "associativity": self.ways,
             "disk": serde_json::to_value(self.disk.counters()).expect("counters serialise"),
             "ssd": self.ssd.ssd_json(),
-        })
+        });
+        if let (Some(map), serde_json::Value::Object(more)) = (out.as_object_mut(), extra) {
+            map.extend(more);
+        }
+        out
     }
 }

@@ -215,6 +215,8 @@ pub struct FlexCounters {
     pub ecc_dirty_to_clean: u64,
     /// Host page reads decoded by each code.
     pub bch_reads: u64,
+    /// Host page reads that found bit errors (corruptions met, either code).
+    pub reads_with_bit_errors: u64,
     pub crc_reads: u64,
     /// BCH reads of pages that had bit errors (the slower decode), and those corrected.
     pub bch_reads_with_errors: u64,
@@ -376,6 +378,7 @@ impl FlexPages {
     /// A host read of a page under `code`: its outcome.
     pub fn on_host_read(&mut self, code: Code, bit_errors: bool, failed: bool) {
         let c = &mut self.counters;
+        c.reads_with_bit_errors += bit_errors as u64;
         match code {
             Code::Bch => {
                 c.bch_reads += 1;
