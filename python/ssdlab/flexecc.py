@@ -178,7 +178,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"workload {c['workload']['personality']}: {c['reads']} reads, {c['writes']} writes; "
         f"read hit rate {hits:.1%}",
         f"response (app)  mean {c['mean_response_ns'] / 1e3:.1f} us "
-        f"(read {c['mean_read_response_ns'] / 1e3:.1f}, write {c['mean_write_response_ns'] / 1e3:.1f})",
+        f"(read {c['mean_read_response_ns'] / 1e3:.1f}, "
+        f"write {c['mean_write_response_ns'] / 1e3:.1f})",
         f"response (SSD)  mean {c['mean_ssd_response_ns'] / 1e3:.2f} us "
         f"(read {c['mean_ssd_read_response_ns'] / 1e3:.2f}, "
         f"write {c['mean_ssd_write_response_ns'] / 1e3:.2f})",

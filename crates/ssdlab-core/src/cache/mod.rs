@@ -836,7 +836,7 @@ impl FlashCache {
         }
         self.counters.read_misses += 1;
         let d = self.disk.access(block, 1, false, t);
-        if let Some(o) = out.as_deref_mut() {
+        if let Some(o) = out {
             self.disk.read_data(block, o);
         }
         let slot = self.allocate(block, t)?;

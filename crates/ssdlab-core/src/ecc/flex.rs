@@ -168,7 +168,7 @@ pub fn validate(
     }
     let page = config.geometry.page_size_bytes;
     let unit = config.ftl.mapping_unit_bytes.unwrap_or(page.min(4096));
-    if unit != page || page % ecc.codeword_bytes != 0 {
+    if unit != page || !page.is_multiple_of(ecc.codeword_bytes) {
         return Err(invalid(
             "ftl.mapping_unit_bytes",
             format!(
