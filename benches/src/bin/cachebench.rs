@@ -1,6 +1,6 @@
 //! `cachebench [--tiny]`: the cost of the SSD cache layer (ssdlab_core::cache) per application
 //! request, in metadata-only mode: a random 90 %-read workload over twice the cache runs
-//! through the cache on the `flexecc` preset, then the SSD requests the cache issued are
+//! through the cache on the `flexecc` preset (8 ms apart: the disk keeps up), then the SSD requests the cache issued are
 //! replayed alone on an identical device at the same times; the difference is what the cache
 //! (lookup, LRU, cleaning, disk model) costs. The target is at most 200 ns per request.
 
@@ -12,7 +12,7 @@ use std::time::Instant;
 fn device(mode: &str, tiny: bool) -> Device {
     let mut overrides = vec![("flexecc.mode".to_string(), mode.to_string())];
     if tiny {
-        overrides.push(("geometry.blocks_per_plane".into(), "32".into()));
+        overrides.push(("geometry.blocks_per_plane".into(), "64".into()));
     }
     let text = ssdlab_core::presets::get("flexecc").expect("flexecc preset");
     Device::from_toml(text, "flexecc", &overrides, 1, false).unwrap_or_else(|e| panic!("{e}"))
@@ -34,7 +34,7 @@ fn main() {
         let spec = WorkloadSpec {
             personality: "r90".into(),
             requests,
-            interarrival_ns: 2_000_000,
+            interarrival_ns: 8_000_000,
             ..Default::default()
         };
         let reqs = generate(&spec, cache.cache_blocks(), cache.disk_blocks()).expect("workload");
