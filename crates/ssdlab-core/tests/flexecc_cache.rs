@@ -180,6 +180,55 @@ fn the_scrubber_finds_corrupt_edc_pages_before_the_host() {
 }
 
 #[test]
+fn planned_corruptions_are_the_same_count_for_every_workload() {
+    let mut seen = Vec::new();
+    for personality in ["r75", "r90", "varmail"] {
+        let text = presets::get("flexecc").unwrap();
+        let pairs: Vec<(String, String)> = SMALL
+            .iter()
+            .chain(&[
+                ("flexecc.mode", "flex"),
+                ("ecc.rber_base", "1e-7"),
+                ("flexecc.injection", "points"),
+            ])
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let dev = Device::from_toml(text, "flexecc", &pairs, 1, false).unwrap();
+        let mut c = FlashCache::new(dev, CacheConfig::default()).unwrap();
+        let spec = WorkloadSpec {
+            personality: personality.into(),
+            requests: 20_000,
+            interarrival_ns: 4_000_000,
+            working_set_bytes: 64 << 20,
+            seed: 1,
+        };
+        let reqs = generate(&spec, c.cache_blocks(), c.disk_blocks()).unwrap();
+        c.run(&reqs).unwrap();
+        let s = c.counters();
+        // N = RBER x the SSD's logical data bits.
+        let n = (1e-7 * c.device().logical_bytes() as f64 * 8.0).round() as u64;
+        assert_eq!(s.corruptions_planned, n);
+        assert!(
+            s.corruptions_injected > 0 && s.corruptions_injected <= n,
+            "{s:?}"
+        );
+        let f = c.device().flexecc_json().unwrap();
+        assert_eq!(
+            f["injected_corruptions"].as_u64(),
+            Some(s.corruptions_injected)
+        );
+        // Met by reads: BCH corrects a single flip; a CRC page becomes a disk read.
+        assert_eq!(s.errors_returned, 0);
+        assert!(
+            f["bch_corrected_pages"].as_u64().unwrap() + s.corruption_disk_reads > 0,
+            "{f}"
+        );
+        seen.push(s.corruptions_planned);
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]));
+}
+
+#[test]
 fn cache_larger_than_the_ssd_is_refused() {
     let text = presets::get("flexecc").unwrap();
     let pairs: Vec<(String, String)> = SMALL

@@ -240,6 +240,10 @@ pub struct CacheCounters {
     /// Dirty blocks lost (reported to the application, or found lost at write-back).
     pub dirty_blocks_lost: u64,
     pub scrub_reads: u64,
+    /// Corruptions planned (N = RBER × device data bits, `flexecc.injection = "points"`) and
+    /// those that hit a stored page.
+    pub corruptions_planned: u64,
+    pub corruptions_injected: u64,
     /// Corrupt blocks the scrubber found and fetched again from the disk.
     pub scrub_prefetched: u64,
     /// Application response time sums (ns) and request counts by direction.
@@ -292,6 +296,9 @@ pub struct FlashCache {
     /// Dirty writes in time order, (slot, generation): idle cleaning takes the oldest still
     /// valid; stale entries are skipped, and dropped when the queue outgrows the cache.
     dirty_order: VecDeque<(u32, u32)>,
+    /// Planned corruptions (`flexecc.injection = "points"`): (time, logical page), by time.
+    points: Vec<(u64, u64)>,
+    next_point: usize,
 }
 
 impl FlashCache {
@@ -373,6 +380,8 @@ impl FlashCache {
             scratch: vec![0; page as usize],
             clean_batch: Vec::new(),
             dirty_order: VecDeque::new(),
+            points: Vec::new(),
+            next_point: 0,
             block_bytes: page,
             sets,
             ways,
@@ -717,6 +726,7 @@ impl FlashCache {
             }
         }
         let t = req.arrival_ns.max(self.ssd.now_ns());
+        self.inject_due(t);
         self.idle_work(t)?;
         self.run_fills(t)?;
         self.last_arrival_ns = t;
@@ -851,8 +861,51 @@ impl FlashCache {
         Ok((d, false))
     }
 
+    /// Plan the corruptions of `flexecc.injection = "points"` over [`from_ns`, `until_ns`):
+    /// N = RBER × the SSD's logical data bits single-bit flips, each at a seeded uniform time
+    /// and logical page (the same count for every workload on the device). Nothing otherwise.
+    pub fn plan_corruptions(&mut self, from_ns: u64, until_ns: u64) {
+        use rand::{Rng, SeedableRng};
+        let config = self.ssd.config();
+        if config.flexecc.injection != crate::ecc::flex::Injection::Points
+            || config.ecc.rber_base <= 0.0
+            || until_ns <= from_ns
+        {
+            return;
+        }
+        let pages = self.ssd.logical_bytes() / self.block_bytes;
+        let n = (config.ecc.rber_base * self.ssd.logical_bytes() as f64 * 8.0).round() as u64;
+        let mut rng =
+            rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(self.ssd.seed() ^ 0xC022_0F71_1A5E);
+        self.points = (0..n)
+            .map(|_| (rng.gen_range(from_ns..until_ns), rng.gen_range(0..pages)))
+            .collect();
+        self.points.sort_unstable();
+        self.next_point = 0;
+        self.counters.corruptions_planned = n;
+    }
+
+    /// Apply the planned corruptions due by `t_ns`.
+    fn inject_due(&mut self, t_ns: u64) {
+        while let Some(&(at, page)) = self.points.get(self.next_point) {
+            if at > t_ns {
+                break;
+            }
+            self.next_point += 1;
+            if self.ssd.inject_bit_flip(page * self.block_bytes) {
+                self.counters.corruptions_injected += 1;
+            }
+        }
+    }
+
     /// Serve `requests` in order (metadata mode: no data), then issue the fills still due.
+    /// With `flexecc.injection = "points"` the corruptions are planned over their span.
     pub fn run(&mut self, requests: &[AppRequest]) -> Result<(), CacheError> {
+        if let (Some(first), Some(last)) = (requests.first(), requests.last()) {
+            if self.points.is_empty() {
+                self.plan_corruptions(first.arrival_ns, last.arrival_ns + 1);
+            }
+        }
         // The tables are indexed at random and far larger than the CPU caches: ask for the
         // lines a request will touch ahead of time, in stages that follow the chain of loads
         // (block → cache block, or → its set's LRU victim → the victim's block), so that the

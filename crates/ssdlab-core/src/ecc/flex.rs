@@ -72,6 +72,20 @@ pub struct FlexEccConfig {
     /// being the time since the unit was last programmed (host write or GC move).
     pub retention_scale_ns: f64,
     pub retention_exponent: f64,
+    /// How bit errors arise: `per_read` draws them at every read from the RBER (binomial per
+    /// codeword); `points` injects N = RBER × device data bits single-bit corruptions into
+    /// stored pages at seeded uniform (time, page) points that a host plans
+    /// ([`crate::cache::FlashCache`] does), so every workload sees the same count.
+    pub injection: Injection,
+}
+
+/// `flexecc.injection`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Injection {
+    #[default]
+    PerRead,
+    Points,
 }
 
 impl Default for FlexEccConfig {
@@ -87,6 +101,7 @@ impl Default for FlexEccConfig {
             // A month of retention doubles the RBER with exponent 1.
             retention_scale_ns: 30.0 * 86_400e9,
             retention_exponent: 1.0,
+            injection: Injection::PerRead,
         }
     }
 }
@@ -217,6 +232,8 @@ pub struct FlexCounters {
     pub bch_reads: u64,
     /// Host page reads that found bit errors (corruptions met, either code).
     pub reads_with_bit_errors: u64,
+    /// Corruptions injected into stored pages (`flexecc.injection = "points"`).
+    pub injected_corruptions: u64,
     pub crc_reads: u64,
     /// BCH reads of pages that had bit errors (the slower decode), and those corrected.
     pub bch_reads_with_errors: u64,
@@ -241,6 +258,8 @@ pub struct FlexPages {
     flushed: Vec<u64>,
     /// When each physical unit was last programmed (host write or GC move): its retention age.
     written_ns: Vec<u64>,
+    /// Injected single-bit corruptions per physical unit (`flexecc.injection = "points"`).
+    injected: std::collections::BTreeMap<u32, u32>,
     counters: FlexCounters,
 }
 
@@ -254,6 +273,7 @@ impl FlexPages {
             edc_handle: f.edc_handle,
             flushed: vec![0; logical_units.div_ceil(64) as usize],
             written_ns: vec![0; physical_units as usize],
+            injected: std::collections::BTreeMap::new(),
             counters: FlexCounters::default(),
         })
     }
@@ -311,6 +331,7 @@ impl FlexPages {
     /// `physical` is where it landed.
     pub fn on_host_write(&mut self, unit: u64, physical: u32, hint: &Hint, now_ns: u64) {
         self.written_ns[physical as usize] = now_ns;
+        self.injected.remove(&physical);
         let clean = hint.reliability == Some(Reliability::Clean);
         if clean {
             self.counters.clean_writes += 1;
@@ -350,15 +371,22 @@ impl FlexPages {
 
     /// GC moved `unit` from a block of `from_handle` to physical unit `physical` in a block of
     /// `to_handle` at `now_ns`.
+    /// A corruption in the source moves with a CRC page (detection only) and is corrected on
+    /// the way by BCH.
     pub fn on_gc_move(
         &mut self,
         unit: u64,
-        from_handle: u32,
-        to_handle: u32,
-        physical: u32,
+        (from_handle, to_handle): (u32, u32),
+        (source, physical): (u32, u32),
         now_ns: u64,
     ) {
         self.written_ns[physical as usize] = now_ns;
+        self.injected.remove(&physical);
+        if let Some(flips) = self.injected.remove(&source) {
+            if self.code_of(from_handle) == Code::Crc {
+                self.injected.insert(physical, flips);
+            }
+        }
         match (self.code_of(from_handle), self.code_of(to_handle)) {
             (Code::Crc, _) => self.counters.crc_moves += 1,
             (Code::Bch, Code::Crc) => {
@@ -367,6 +395,21 @@ impl FlexPages {
             }
             (Code::Bch, Code::Bch) => self.counters.bch_moves += 1,
         }
+    }
+
+    /// Flip one bit of the data stored in physical unit `physical` (a planned corruption).
+    pub fn inject(&mut self, physical: u32) {
+        *self.injected.entry(physical).or_insert(0) += 1;
+        self.counters.injected_corruptions += 1;
+    }
+
+    /// Injected flips carried by physical unit `physical`.
+    #[inline]
+    pub fn injected_at(&self, physical: u32) -> u32 {
+        if self.injected.is_empty() {
+            return 0;
+        }
+        self.injected.get(&physical).copied().unwrap_or(0)
     }
 
     /// Retention age at `now_ns` of the data in physical unit `physical`.
@@ -456,14 +499,14 @@ mod tests {
         p.on_flush_read(7, 0);
         assert_eq!(p.state(7, 0), PageState::EccClean);
         assert_eq!(p.gc_target(0, 7), Some(1));
-        p.on_gc_move(7, 0, 1, 100, 0);
+        p.on_gc_move(7, (0, 1), (99, 100), 0);
         assert_eq!(p.state(7, 1), PageState::EdcClean);
         // A second flush read of a clean page changes nothing.
         p.on_flush_read(7, 1);
         assert_eq!(p.state(7, 1), PageState::EdcClean);
         // GC of an EDC page stays in the EDC region.
         assert_eq!(p.gc_target(1, 7), None);
-        p.on_gc_move(7, 1, 1, 100, 0);
+        p.on_gc_move(7, (1, 1), (99, 100), 0);
         // Clean write: EDC region.
         assert_eq!(p.write_handle(&clean, 0), 1);
         p.on_host_write(8, 8, &clean, 0);

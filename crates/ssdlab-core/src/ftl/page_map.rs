@@ -495,7 +495,7 @@ impl PageMapFtl {
             self.last_write_ns[db] = self.last_write_ns[db].max(self.last_write_ns[v]);
             self.counters.gc_units_moved += 1;
             if let Some(flex) = &mut self.flex {
-                flex.on_gc_move(lun as u64, handle, to, dst.unit, now_ns);
+                flex.on_gc_move(lun as u64, (handle, to), (src, dst.unit), now_ns);
             }
             if self.unit_shift == 0 {
                 ops.push(FlashOp::Move { src, dst: dst.unit });

@@ -8,7 +8,7 @@
 use super::Device;
 use crate::config::{Config, Derived};
 use crate::ecc::bits::{self, CodewordLayout};
-use crate::ecc::flex::{codec_ns, Code, FlexEccMode};
+use crate::ecc::flex::{codec_ns, Code, FlexEccMode, Injection};
 use crate::request::HostRequest;
 
 /// With FlexECC on, the device-wide decode time is the fastest code's (the reservation path
@@ -163,8 +163,14 @@ impl Device {
             codeword_bytes: self.config.ecc.codeword_bytes,
             t: self.config.ecc.correctable_bits,
         };
+        let injected = flex.injected_at(pu);
+        let p = if self.config.flexecc.injection == Injection::Points {
+            0.0 // the errors are the planned corruptions only
+        } else {
+            p
+        };
         let data = self.store.as_ref().and_then(|s| s.get(pu));
-        let errors = bits::read_page(
+        let mut errors = bits::read_page(
             &mut self.rng,
             layout,
             code,
@@ -173,6 +179,24 @@ impl Device {
             &mut self.flex_scratch.0,
             &mut self.flex_scratch.1,
         );
+        if injected > 0 {
+            // Planned corruptions sit in the first codeword, at its first bits (a CRC-32C
+            // detects any 1 to 3 flipped bits, so where does not matter for detection).
+            let cw_bits = layout.codeword_bytes * 8;
+            let first = self.flex_scratch.1.iter().filter(|&&b| b < cw_bits).count() as u32;
+            self.flex_scratch.1.extend(0..injected.min(cw_bits));
+            let was_failed = match code {
+                Code::Bch => first > layout.t,
+                Code::Crc => first > 0,
+            };
+            let fails = match code {
+                Code::Bch => first + injected > layout.t,
+                Code::Crc => true,
+            };
+            errors.bit_errors += injected;
+            errors.codewords_with_errors += (first == 0) as u32;
+            errors.failed_codewords += (fails && !was_failed) as u32;
+        }
         let (_, clean_ns, error_ns) = codec_ns(&self.config.flexecc, code);
         let decode = if errors.bit_errors > 0 {
             error_ns
@@ -194,6 +218,21 @@ impl Device {
             flex.on_host_read(code, errors.bit_errors > 0, failed);
         }
         (transferred_ns + decode, failed)
+    }
+
+    /// Flip one bit of the page holding the logical unit at byte `offset` (a planned
+    /// corruption, `flexecc.injection = "points"`); false if nothing is stored there.
+    pub fn inject_bit_flip(&mut self, offset: u64) -> bool {
+        let Some(pu) = self.ftl.mapped(offset / self.unit_bytes) else {
+            return false;
+        };
+        match self.ftl.flex_pages_mut() {
+            Some(flex) => {
+                flex.inject(pu);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The EDC region's placement handle when FlexECC is on (`flexecc.mode = "flex"`).
