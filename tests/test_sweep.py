@@ -355,7 +355,8 @@ def test_unreachable_scheduler_is_an_error_within_the_timeout(tmp_path):
 def test_reproduce_list_names_the_studies(tmp_path):
     result = run_cli("reproduce", "--list", cwd=tmp_path)
     assert result.returncode == 0
-    assert result.stdout.startswith("hints  Placement hints vs over-provisioning")
+    assert "\nhints  Placement hints vs over-provisioning" in result.stdout
+    assert result.stdout.startswith("flexecc  FlexECC:")
     unknown = run_cli("reproduce", "nope", cwd=tmp_path)
     assert unknown.returncode == 2
     assert "no study 'nope'" in unknown.stderr

@@ -294,6 +294,9 @@ def _parser() -> argparse.ArgumentParser:
         help="device and workload size relative to the default (env SSDLAB_DEMO_SCALE)",
     )
     demo.set_defaults(func=_cmd_demo)
+    from ssdlab.flexecc import add_cache_command
+
+    add_cache_command(commands)
     _add_sweep_commands(commands)
     return parser
 

@@ -38,9 +38,11 @@ def execute(task: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _simulate(task: dict[str, Any]) -> RunResult | DatabaseRun:
+def _simulate(task: dict[str, Any]) -> RunResult | DatabaseRun | CacheRun:
     workload = task["workload"]
     kind = workload["kind"]
+    if kind == "cache":
+        return _cache(task, workload)
     device = Device.from_toml(
         task["config_text"],
         task["config_source"],
@@ -105,6 +107,39 @@ class DatabaseRun:
             "seed": self.seed,
             "config_hash": ssd.get("config_hash"),
         }
+
+
+class CacheRun:
+    """An SSD cache workload's result (ssdlab.flexecc): ``cache`` and ``ssd`` sections."""
+
+    def __init__(self, raw: dict[str, Any], seed: int) -> None:
+        self.raw = raw
+        self.seed = seed
+
+    def to_dict(self) -> dict[str, Any]:
+        ssd = self.raw["ssd"]
+        return {
+            "jobs": [],
+            "cache": self.raw["cache"],
+            "ssd": ssd,
+            "seed": self.seed,
+            "config_hash": ssd.get("config_hash"),
+        }
+
+
+def _cache(task: dict[str, Any], params: dict[str, Any]) -> CacheRun:
+    """A cache workload over a fresh device (the cache fills it; no preconditioning)."""
+    from ssdlab.flexecc import WORKLOAD_DEFAULTS, run_cache
+
+    workload = {k: params[k] for k in WORKLOAD_DEFAULTS}
+    report = run_cache(
+        task["config_source"],
+        workload,
+        overrides=task["overrides"],
+        seed=task["seed"],
+        config_text=task["config_text"],
+    )
+    return CacheRun(report, task["seed"])
 
 
 def _database(

@@ -82,12 +82,19 @@ BUILTIN_WORKLOADS: dict[str, dict[str, Any]] = {
     "tpcb": {"branches": 1, "population": 0.01, **RUN_DEFAULTS},
     # TPC-H: one query per run (0 = the four, round-robin), so a report can plot each.
     "tpch": {"scale_factor": 0.01, "query": 0, **RUN_DEFAULTS, "transactions": 4},
+    # FlexECC's SSD cache over a disk (ssdlab.flexecc); the cache is the config's [cache] table.
+    "cache": {
+        "personality": "fileserver",
+        "requests": 10_000,
+        "interarrival_ns": 1_000_000,
+        "working_set_bytes": 0,
+    },
 }
 
 _DATABASE_BUILTINS = ("tpcc", "sysbench", "tpcb", "tpch")
 
 #: Parameters that may be 0.
-_MAY_BE_ZERO = ("warmup_transactions", "small_read_fraction", "query")
+_MAY_BE_ZERO = ("warmup_transactions", "small_read_fraction", "query", "working_set_bytes")
 
 _TOP_KEYS = {
     "name",
@@ -488,6 +495,14 @@ def _builtin(name: str, table: dict[str, Any], lines: _Lines, where: tuple[str, 
                 f"its parameters are: {', '.join(params)}",
             )
         default = params[key]
+        if isinstance(default, str):
+            # A name (a cache personality): the run checks it against the core's list.
+            if not isinstance(value, str) or not value:
+                raise lines.error(
+                    where, key, f"workloads.{name}.{key}: expected a name, got {value!r}"
+                )
+            params[key] = value
+            continue
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         ok = ok and (value > 0 or (value == 0 and key in _MAY_BE_ZERO))
         if isinstance(default, int):

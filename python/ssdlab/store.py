@@ -102,6 +102,10 @@ def flatten(report: dict[str, Any]) -> dict[str, Any]:
     for key, value in _scalars(report.get("ssd", {}), ""):
         if key not in ("seed", "config_hash"):
             row[key] = value
+    # An SSD cache workload's (ssdlab.flexecc): response times, hits, disk and scrubber.
+    for key, value in _scalars(report.get("cache", {}), "cache."):
+        if not key.startswith("cache.workload."):
+            row[key] = value
     # A database workload's transactions (ssdlab.db): throughput, latency, memory settings.
     for key, value in _scalars(report.get("oltp", {}), "oltp."):
         if not key.startswith(("oltp.params.", "oltp.version")):

@@ -719,6 +719,12 @@ pub struct Config {
     pub placement: PlacementConfig,
     pub sea: SeaConfig,
     pub stats: StatsConfig,
+    /// FlexECC's regions and codec times; left out of the canonical form (and hash) while at its defaults.
+    #[serde(skip_serializing_if = "crate::ecc::flex::FlexEccConfig::is_default")]
+    pub flexecc: crate::ecc::flex::FlexEccConfig,
+    /// The SSD cache over a disk that a cache workload runs (`crate::cache`); likewise.
+    #[serde(skip_serializing_if = "crate::cache::CacheConfig::is_default")]
+    pub cache: crate::cache::CacheConfig,
 }
 
 /// Values computed once from a validated [`Config`].
@@ -1199,6 +1205,8 @@ impl Config {
             }
         }
         self.validate_sea(&invalid)?;
+        crate::ecc::flex::validate(self, &invalid)?;
+        self.cache.validate(&invalid)?;
         let wl = &self.placement.write_life_handles;
         if wl.len() != 6 {
             return Err(invalid(

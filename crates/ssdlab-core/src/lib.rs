@@ -9,6 +9,7 @@
 //! dies and channels, page data), and `stats` (counters, histograms, time series, reports).
 //! The same configuration, workload and seed always give the same statistics, bit for bit.
 
+pub mod cache;
 pub mod config;
 pub mod ecc;
 pub mod ftl;

@@ -77,6 +77,17 @@ pub fn device_error(e: CoreDeviceError) -> PyErr {
     }
 }
 
+/// The SSD cache's errors: its SSD's as the device's, bad settings (a `cache.` key, a workload
+/// option such as an unknown personality) as configuration errors.
+pub fn cache_error(e: ssdlab_core::cache::CacheError) -> PyErr {
+    use ssdlab_core::cache::CacheError;
+    match e {
+        CacheError::Device(d) => device_error(d),
+        CacheError::Config(c) => config_error(c),
+        other => ConfigError::new_err(other.to_string()),
+    }
+}
+
 /// A request the glue refuses before the core sees it, in the core's own terms.
 pub fn device_message(message: String) -> PyErr {
     DeviceError::new_err(message)

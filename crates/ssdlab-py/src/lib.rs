@@ -2,6 +2,7 @@
 //! with the GIL released, convert results. All policy lives in the Rust crates and all
 //! orchestration in the Python package.
 
+mod cache;
 mod errors;
 mod memory;
 mod native;
@@ -710,6 +711,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile_hint, m)?)?;
     m.add_class::<native::PyNativeFlash>()?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_run, m)?)?;
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(job_names, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;

@@ -9,6 +9,9 @@
 //! code corrects lead to read retries and finally an uncorrectable error, never silent
 //! corruption.
 
+pub mod bits;
+pub mod flex;
+
 use crate::config::{EccCode, EccConfig};
 use rand::Rng;
 

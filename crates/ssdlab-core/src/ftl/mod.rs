@@ -16,6 +16,7 @@ pub use page_map::{PageMapFtl, GC_RESERVE_BLOCKS};
 pub use segments::{SeaCounters, SeaState};
 
 use crate::config::{Config, Derived, FtlKind};
+use crate::ecc::flex::FlexPages;
 use crate::nand::Geometry;
 use crate::placement::HandleCounters;
 use serde::Serialize;
@@ -218,6 +219,13 @@ pub trait Ftl: Send {
     /// from what is on flash (the OOB of programmed pages, translation pages); `lost(unit)`
     /// names physical units whose program never completed. Returns what was read.
     fn recover(&mut self, lost: &dyn Fn(u32) -> bool) -> RecoveryScan;
+    /// FlexECC's page states (see [`crate::ecc::flex`]), when `flexecc.mode` is not off.
+    fn flex_pages(&self) -> Option<&FlexPages> {
+        None
+    }
+    fn flex_pages_mut(&mut self) -> Option<&mut FlexPages> {
+        None
+    }
     /// Check L2P and P2L agree and valid counts close; a description of the first violation.
     fn check_invariants(&self) -> Result<(), String>;
 }

@@ -30,6 +30,7 @@
 use super::segments::{SeaState, Segments};
 use super::{FlashOp, Ftl, FtlCounters, FtlError, Purpose, UnitWrite, WriteOutcome};
 use crate::config::Config;
+use crate::ecc::flex::FlexPages;
 use crate::gc::destination::{gc_destination, FreeBlocks, GcDestination};
 use crate::gc::{victim_policy, BlockState, PlaneView, VictimPolicy};
 use crate::nand::prefetch::prefetch;
@@ -112,6 +113,8 @@ pub struct PageMapFtl {
     oob_unit: Vec<u32>,
     oob_seq: Vec<u64>,
     oob_next_seq: u64,
+    /// FlexECC: page states; GC re-protects flushed units in the EDC region.
+    flex: Option<FlexPages>,
 }
 
 impl PageMapFtl {
@@ -161,6 +164,7 @@ impl PageMapFtl {
             oob_unit: vec![0; (geo.physical_pages as usize) << unit_shift],
             oob_seq: vec![0; (geo.physical_pages as usize) << unit_shift],
             oob_next_seq: 1,
+            flex: FlexPages::new(config, logical_units, geo.physical_pages << unit_shift),
         }
     }
 
@@ -392,6 +396,9 @@ impl PageMapFtl {
         self.pad_gc_frontier(plane, handle, ops);
         if migrated {
             self.pad_gc_frontier(plane, self.segments.dyn_handle(), ops);
+            if let Some(edc) = self.flex.as_ref().map(FlexPages::edc_handle) {
+                self.pad_gc_frontier(plane, edc, ops);
+            }
         }
     }
 
@@ -543,12 +550,19 @@ impl PageMapFtl {
             if let Some(&(_, next)) = units.get(i + AHEAD) {
                 prefetch(&self.l2p, next as usize);
             }
-            // A predicted unit leaving `stat` goes to the `dyn` frontier (SEA-SSD).
-            let to = match self.segments.migration_target(handle, lun) {
-                Some(dyn_handle) if self.gc_frontier_can_take(job.destination, dyn_handle) => {
-                    self.segments.note_migrated();
+            // A predicted unit leaving `stat` goes to the `dyn` frontier (SEA-SSD); a flushed
+            // unit leaving the ECC region to the EDC frontier (FlexECC).
+            let target = match &self.flex {
+                Some(flex) => flex.gc_target(handle, lun as u64),
+                None => self.segments.migration_target(handle, lun),
+            };
+            let to = match target {
+                Some(other) if self.gc_frontier_can_take(job.destination, other) => {
+                    if self.flex.is_none() {
+                        self.segments.note_migrated();
+                    }
                     job.migrated = true;
-                    dyn_handle
+                    other
                 }
                 _ => handle,
             };
@@ -567,6 +581,9 @@ impl PageMapFtl {
             self.valid_units[db] += 1;
             self.last_write_ns[db] = self.last_write_ns[db].max(self.last_write_ns[v]);
             self.counters.gc_units_moved += 1;
+            if let Some(flex) = &mut self.flex {
+                flex.on_gc_move(lun as u64, (handle, to), (src, dst.unit), now_ns);
+            }
             if self.unit_shift == 0 {
                 ops.push(FlashOp::Move { src, dst: dst.unit });
                 self.count_gc_page(to);
@@ -834,6 +851,14 @@ impl Ftl for PageMapFtl {
             scan.oob_pages.extend(first..first + pages);
         }
         scan
+    }
+
+    fn flex_pages(&self) -> Option<&FlexPages> {
+        self.flex.as_ref()
+    }
+
+    fn flex_pages_mut(&mut self) -> Option<&mut FlexPages> {
+        self.flex.as_mut()
     }
 
     fn check_invariants(&self) -> Result<(), String> {

@@ -11,6 +11,7 @@
 //! loop of [`run`] only has to order completions.
 
 mod engine;
+mod flexecc;
 mod link;
 mod logs;
 mod meld;
@@ -221,6 +222,11 @@ pub struct Device {
     block_interface_used: bool,
     /// After a power loss, until recovery: the physical units lost.
     powered_off: Option<std::collections::BTreeSet<u32>>,
+    /// FlexECC is on (`flexecc.mode`): per-page codes and bit errors; scratch for its reads.
+    flex: bool,
+    flex_scratch: (Vec<u8>, Vec<u32>),
+    /// Data mode: pages of the current read that failed, with their flipped bits.
+    flex_failed: Vec<(u32, Vec<u32>)>,
 }
 
 impl Device {
@@ -237,7 +243,8 @@ impl Device {
     }
 
     pub fn new(config: Config, seed: u64, store_data: bool) -> Device {
-        let derived = config.derived();
+        let mut derived = config.derived();
+        flexecc::adjust_derived(&config, &mut derived);
         let geo = Geometry::new(&config, &derived);
         let page_link_ns = match config.host.link_mbps {
             0 => 0,
@@ -262,6 +269,7 @@ impl Device {
             series: TimeSeries::new(config.stats.interval_ns)
                 .with_page_bytes(config.geometry.page_size_bytes),
             request_log: config.stats.request_log.then(Vec::new),
+            flex: config.flexecc.mode != crate::ecc::flex::FlexEccMode::Off,
             config_hash: config.hash_hex(),
             // The ECC error stream is derived from the seed in a fixed way, apart from any
             // workload stream, so adding a workload never shifts the error pattern.
@@ -294,6 +302,8 @@ impl Device {
             native: None,
             block_interface_used: false,
             powered_off: None,
+            flex_scratch: (Vec::new(), Vec::new()),
+            flex_failed: Vec::new(),
         }
     }
 
@@ -569,7 +579,7 @@ impl Device {
         req: &HostRequest,
         issue_ns: u64,
         data: Option<&[u8]>,
-        out: Option<&mut [u8]>,
+        mut out: Option<&mut [u8]>,
     ) -> Result<Completion, DeviceError> {
         self.check_block_interface()?;
         self.check_range(req)?;
@@ -580,7 +590,13 @@ impl Device {
         let page = self.page_size() as u64;
         let (first_unit, units, start) = self.split_and_charge_cpu(req, issue_ns);
         let (complete_ns, uncorrectable) = match req.op {
-            Op::Read => self.execute_read(req, start, first_unit, units, out)?,
+            Op::Read => {
+                let read = self.execute_read(req, start, first_unit, units, out.as_deref_mut())?;
+                if self.flex {
+                    self.flex_note_read(req, first_unit, units, out);
+                }
+                read
+            }
             Op::Write => (
                 self.execute_write(req, start, first_unit, units, data)?,
                 false,
@@ -684,7 +700,7 @@ impl Device {
                         self.timeline.program(die_dst, r.end_ns, t_prog, 1, 0);
                     } else {
                         let r = self.timeline.read(die_src, ready_ns, t_read, 1, xfer);
-                        let ready = r.end_ns + self.derived.decode_ns + self.derived.encode_ns;
+                        let ready = r.end_ns + self.flex_gc_codec_ns(src, dst);
                         self.timeline.program(die_dst, ready, t_prog, 1, xfer);
                     }
                     self.count_gc_read(t_read, !copyback, false);
@@ -849,6 +865,9 @@ impl Device {
     /// it on `die`.
     #[inline]
     fn decode(&mut self, ppa: u32, die: u32, t_read: u64, transferred_ns: u64) -> (u64, bool) {
+        if self.flex {
+            return self.flex_decode(ppa, transferred_ns);
+        }
         let mut done = transferred_ns + self.derived.decode_ns;
         if self.config.ecc.rber_base > 0.0 {
             let erases = self.ftl.erase_count_of(ppa);
@@ -1046,9 +1065,9 @@ impl Device {
                 });
             }
         }
-        let handle = self.placement.resolve(&req.hint)?;
+        let resolved = self.placement.resolve(&req.hint)?;
+        let (handle, encode) = self.flex_write_handle(req, resolved);
         let unit_bytes = self.unit_bytes;
-        let encode = self.derived.encode_ns;
         let buffer_pages = self.config.controller.write_buffer_pages as usize;
         let mut accepted = start;
         self.txns.clear();
@@ -1108,6 +1127,9 @@ impl Device {
                 ready = ready.max(accept + encode);
             }
             self.push_program(outcome.new >> self.unit_shift, ready);
+        }
+        if self.flex {
+            self.flex_note_write(req, first_unit, units, start);
         }
         let mut txns = std::mem::take(&mut self.txns);
         let programmed = self.program_grouped(&mut txns);
@@ -1268,6 +1290,9 @@ impl Device {
                 self.ops.clear();
                 let mut ops = std::mem::take(&mut self.ops);
                 self.ftl.trim(unit, &mut ops);
+                if self.flex {
+                    self.flex_note_trim(unit);
+                }
                 if !ops.is_empty() {
                     self.apply_ftl_ops(&ops, self.now_ns);
                 }
@@ -1388,6 +1413,9 @@ impl Device {
         }
         self.requests_seen = 0;
         self.sea.predicted_units = 0;
+        if let Some(flex) = self.ftl.flex_pages_mut() {
+            flex.reset_counters();
+        }
         self.now_ns = 0;
         self.link_in_free_ns = 0;
         self.link_out.reset();
@@ -1473,6 +1501,9 @@ impl Device {
             },
         });
         self.add_read_group_json(&mut ssd);
+        if let Some(flex) = self.flexecc_json() {
+            ssd["flexecc"] = flex;
+        }
         ssd
     }
 

@@ -65,9 +65,39 @@ pub fn format_csv_line(request: &HostRequest) -> String {
     }
 }
 
+/// The `type` column of an SSD cache's trace (`ssdlab_core::cache`): dirty_write, clean_write,
+/// host_read or flush_read. It gives the hint when the hint column is empty and must agree
+/// with the op and a hint that is there.
+fn cache_request_type(text: &str, op: Op, hint: Hint) -> Result<Hint, String> {
+    use ssdlab_core::request::Reliability;
+    let (want_op, reliability, flush_read) = match text.to_ascii_lowercase().as_str() {
+        "dirty_write" => (Op::Write, Some(Reliability::Dirty), false),
+        "clean_write" => (Op::Write, Some(Reliability::Clean), false),
+        "host_read" => (Op::Read, None, false),
+        "flush_read" => (Op::Read, None, true),
+        other => {
+            return Err(format!(
+                "type: expected dirty_write, clean_write, host_read or flush_read, found '{other}'"
+            ))
+        }
+    };
+    let typed = Hint {
+        reliability,
+        flush_read,
+        ..hint
+    };
+    if op != want_op || (!hint.is_empty() && typed != hint) {
+        return Err(format!(
+            "type {text} disagrees with op {} and hint '{hint}'",
+            op.as_str()
+        ));
+    }
+    Ok(typed)
+}
+
 fn is_header(line: &str) -> bool {
     let mut fields = line.split(',').map(|f| f.trim().to_ascii_lowercase());
-    let names: [&str; 5] = ["time_ns", "op", "offset", "length", "hint"];
+    let names: [&str; 6] = ["time_ns", "op", "offset", "length", "hint", "type"];
     let mut count = 0;
     for name in names {
         match fields.next() {
@@ -85,17 +115,17 @@ impl LineFormat for Csv {
         if first && is_header(line) {
             return Ok(Parsed::Skip);
         }
-        let mut f = [""; 5];
+        let mut f = [""; 6];
         let mut n = 0;
         for field in line.split(',') {
-            if n < 5 {
+            if n < 6 {
                 f[n] = field.trim();
             }
             n += 1;
         }
-        if !(4..=5).contains(&n) {
+        if !(4..=6).contains(&n) {
             return Err(format!(
-                "expected 4 or 5 comma-separated fields (time, op, offset, length[, hint]), found {n}"
+                "expected 4 to 6 comma-separated fields (time, op, offset, length[, hint[, type]]), found {n}"
             ));
         }
         let time_ns = parse_u64(f[0], "time_ns")?;
@@ -107,11 +137,14 @@ impl LineFormat for Csv {
                 "a flush has offset 0 and length 0, found offset {offset} length {length}"
             ));
         }
-        let hint = if n == 5 {
+        let mut hint = if n >= 5 {
             parse_hint(f[4])?
         } else {
             Hint::default()
         };
+        if n == 6 {
+            hint = cache_request_type(f[5], op, hint)?;
+        }
         Ok(Parsed::Request(Record {
             time_ns,
             op,
@@ -131,6 +164,24 @@ mod tests {
 
     fn parse(text: &str) -> Result<Vec<HostRequest>, crate::WorkloadError> {
         parse_trace_str(text, "trace.csv", TraceFormat::Csv, TraceOptions::default())
+    }
+
+    #[test]
+    fn cache_trace_type_column() {
+        let text = "time_ns,op,offset,length,hint,type\n0,write,0,4096,,clean_write\n\
+                    5,read,0,4096,flush_read,flush_read\n9,read,4096,4096,,host_read\n";
+        let r = parse(text).unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[0].hint.reliability, Some(Reliability::Clean));
+        assert!(r[1].hint.flush_read);
+        assert!(r[2].hint.is_empty());
+        let bad = parse("0,read,0,4096,,dirty_write\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            bad.contains("trace.csv:1") && bad.contains("disagrees"),
+            "{bad}"
+        );
     }
 
     #[test]
@@ -167,7 +218,7 @@ mod tests {
     fn errors_match_the_documented_text() {
         let text = format!("{}1,read,0\n", "0,read,0,4096\n".repeat(16));
         let e = parse(&text).unwrap_err().to_string();
-        assert_eq!(e, "trace.csv:17: expected 4 or 5 comma-separated fields (time, op, offset, length[, hint]), found 3");
+        assert_eq!(e, "trace.csv:17: expected 4 to 6 comma-separated fields (time, op, offset, length[, hint[, type]]), found 3");
         assert!(parse("0,erase,0,1\n")
             .unwrap_err()
             .to_string()
