@@ -136,6 +136,7 @@ class Server:
         tls_psk: str | None = None,
         insecure: bool = False,
         image: str | None = None,
+        power_loss_at_ns: int | None = None,
     ) -> None: ...
     @staticmethod
     def default_limits() -> dict[str, float]: ...
