@@ -245,6 +245,13 @@ def _parser() -> argparse.ArgumentParser:
         "as the server",
     )
     serve.add_argument(
+        "--power-loss-at",
+        type=int,
+        metavar="NS",
+        help="simulate a power loss at simulated time NS (the request that arrives then waits "
+        "for recovery of the mapping from the pages' OOB; the summary reports its cost)",
+    )
+    serve.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -774,6 +781,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     if args.port is not None and not 0 <= args.port < 65536:
         raise UsageError(f"--port must be in 0..65535 (0: any free port), got {args.port}")
+    if args.power_loss_at is not None and args.power_loss_at < 0:
+        raise UsageError(f"--power-loss-at must be >= 0 ns, got {args.power_loss_at}")
     if args.miss_threshold_us < 0:
         raise UsageError(f"--miss-threshold-us must be >= 0, got {args.miss_threshold_us}")
     compensation_ns = None
@@ -815,6 +824,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         tls_psk=args.tls_psk,
         insecure=args.insecure,
         image=args.image,
+        power_loss_at_ns=args.power_loss_at,
     )
     if not args.quiet:
         print(f"ssdlab serve: listening on {server.uri} ({args.clock} clock)", file=sys.stderr)
@@ -871,6 +881,12 @@ def format_emulator(emu: dict[str, Any]) -> str:
         lines.append(
             f"  image {image['path']}: {image['loaded_bytes'] / MIB:.1f}MiB loaded at start, "
             f"syncs={image['syncs']}"
+        )
+    power_loss = emu.get("power_loss")
+    if power_loss:
+        lines.append(
+            f"  power loss: recovered in {power_loss['recovery_ns'] / 1e6:.3f} ms simulated, "
+            f"{power_loss['oob_pages_read']} OOB reads, {power_loss['lost_units']} units lost"
         )
     return "\n".join(lines) + "\n"
 

@@ -332,6 +332,21 @@ class Device:
         _check_int("length", length, 0, _U64_MAX)
         return self._handle.peek(offset, length)
 
+    # -- power loss ------------------------------------------------------------------------------
+
+    def power_loss(self) -> None:
+        """Simulate a power loss now: the mapping in RAM, DFTL's cached mapping table and the
+        units staged in partly filled pages are lost (commands already issued to the flash
+        complete). Until :meth:`recover`, requests raise :class:`DeviceError`."""
+        self._handle.power_loss()
+
+    def recover(self) -> dict[str, int]:
+        """Power on after :meth:`power_loss`: rebuild the mapping from the OOB area of the
+        programmed pages (DFTL: its translation pages, then the OOB of newer pages). Returns
+        ``oob_pages_read``, ``full_pages_read``, ``lost_units``, ``mapped_units``,
+        ``duration_ns`` (simulated) and ``ready_ns``; the clock moves to ``ready_ns``."""
+        return self._handle.recover()
+
     # -- native flash (NoFTL) ---------------------------------------------------------------------
 
     def native(self) -> NativeFlash:

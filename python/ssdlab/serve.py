@@ -87,6 +87,7 @@ class Server:
         tls_psk: str | os.PathLike[str] | None = None,
         insecure: bool = False,
         image: str | os.PathLike[str] | None = None,
+        power_loss_at_ns: int | None = None,
     ) -> None:
         if (socket is None) == (port is None):
             raise ValueError("give exactly one of socket= and port=")
@@ -124,6 +125,7 @@ class Server:
             tls_psk=_path(tls_psk),
             insecure=insecure,
             image=_path(image),
+            power_loss_at_ns=power_loss_at_ns,
         )
 
     @staticmethod

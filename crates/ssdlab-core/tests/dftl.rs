@@ -173,3 +173,25 @@ fn data_survives_translation_and_gc_on_both_paths() {
         assert!(d["gc_translation_updates"].as_u64().unwrap() > 0, "{d}");
     }
 }
+
+#[test]
+fn dftl_runs_are_deterministic() {
+    let once = || {
+        let mut dev = device(&[("ftl.dftl_cached_fraction", "0.05")], false);
+        let pages = dev.logical_bytes() / 4096;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+        let requests = (0..3 * pages)
+            .map(|_| {
+                let op = if rng.gen_bool(0.3) {
+                    Op::Read
+                } else {
+                    Op::Write
+                };
+                request(op, rng.gen_range(0..pages))
+            })
+            .collect();
+        run(&mut dev, requests);
+        dev.ssd_json()
+    };
+    assert_eq!(once(), once());
+}

@@ -23,6 +23,11 @@ pub struct DeviceState {
     pub log_error: Option<io::Error>,
     /// The log error was shown as a warning.
     pub log_error_reported: bool,
+    /// Simulate a power loss (and recovery) when the first request issued at or after this
+    /// simulated time arrives (`ssdlab serve --power-loss-at`).
+    pub power_loss_at_ns: Option<u64>,
+    /// What the recovery after that power loss read and how long it took.
+    pub recovery: Option<ssdlab_core::RecoveryReport>,
 }
 
 /// Reply-timing figures of the real-time clock, summed over connections.
@@ -158,6 +163,8 @@ impl Emulator {
                 log: log.map(|f| BufWriter::with_capacity(1 << 20, f)),
                 log_error: None,
                 log_error_reported: false,
+                power_loss_at_ns: None,
+                recovery: None,
             }),
             clock,
             counters: Mutex::new(EmulatorCounters::default()),
@@ -205,6 +212,15 @@ impl Emulator {
     ) -> Served {
         let mut guard = self.lock();
         let state = &mut *guard;
+        if let Some(at) = state.power_loss_at_ns.filter(|&at| issue >= at) {
+            // The request arrives at a device that lost power at `at` and recovered: it waits
+            // for the recovery's scan (the device's clock moves to its end).
+            state.power_loss_at_ns = None;
+            state.device.advance_to(at);
+            if state.device.power_loss().is_ok() {
+                state.recovery = state.device.recover().ok();
+            }
+        }
         let served = match state.device.submit_at(issue, req, data, out) {
             Ok(completion) => {
                 let mut error = if completion.uncorrectable {

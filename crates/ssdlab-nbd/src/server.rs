@@ -59,6 +59,9 @@ pub struct ServerOptions {
     /// Real-time clock: send replies this much before their modelled completion to make up
     /// for the time they take to reach the client; `None` measures it at start.
     pub compensation_ns: Option<u64>,
+    /// Simulate a power loss, then recovery from the OOB area, when the first request issued
+    /// at or after this simulated time arrives.
+    pub power_loss_at_ns: Option<u64>,
     /// TLS credentials and policy (`--tls`, `--tls-cert`, `--tls-key`, `--tls-psk`).
     pub tls: TlsOptions,
     /// Allow plain text (or optional TLS) on a TCP address other than loopback.
@@ -156,6 +159,7 @@ impl ServerOptions {
             stats_log: None,
             miss_threshold_ns: 10_000,
             compensation_ns: None,
+            power_loss_at_ns: None,
             limits: Limits::default(),
             tls: TlsOptions::default(),
             insecure: false,
@@ -413,6 +417,7 @@ impl Server {
         {
             let mut state = emulator.lock();
             state.log_error_reported = log_error.is_some();
+            state.power_loss_at_ns = options.power_loss_at_ns;
             state.log_error = log_error;
         }
         Ok(Server {
@@ -650,6 +655,17 @@ impl Server {
         );
         emulator["limits"] = limits_json(&self.limits);
         emulator["closed_by_server"] = closures.json();
+        emulator["power_loss"] = match &state.recovery {
+            Some(r) => json!({
+                "oob_pages_read": r.oob_pages_read,
+                "full_pages_read": r.full_pages_read,
+                "lost_units": r.lost_units,
+                "mapped_units": r.mapped_units,
+                "recovery_ns": r.duration_ns,
+                "ready_ns": r.ready_ns,
+            }),
+            None => Value::Null,
+        };
         emulator["stats_log_error"] = match &state.log_error {
             Some(e) => json!(e.to_string()),
             None => Value::Null,

@@ -460,3 +460,31 @@ fn shutdown_with_clients_connected_flushes_the_request_log() {
     let mut rest = Vec::new();
     c.stream.read_to_end(&mut rest).unwrap();
 }
+
+#[test]
+fn a_power_loss_at_a_simulated_time_is_recovered_from_oob_and_loses_no_flushed_write() {
+    let server = start("powerloss", "virtual", |o| {
+        o.power_loss_at_ns = Some(20_000_000)
+    });
+    let mut c = Client::connect(&server.socket);
+    for i in 0..64u64 {
+        assert_eq!(c.write(i * 4096, &pattern(i, 4096)), 0);
+    }
+    assert_eq!(c.command(Command::Flush, 0, 0, 0), 0);
+    // Enough requests to pass the power loss's time; then everything flushed reads back.
+    for round in 0..4u64 {
+        for i in 0..64u64 {
+            assert_eq!(
+                c.read(i * 4096, 4096).unwrap(),
+                pattern(i, 4096),
+                "round {round}"
+            );
+        }
+    }
+    c.disconnect();
+    let s = server.finish();
+    let p = &s["emulator"]["power_loss"];
+    assert!(p["oob_pages_read"].as_u64().unwrap() >= 64, "{p}");
+    assert!(p["recovery_ns"].as_u64().unwrap() > 0, "{p}");
+    assert_eq!(p["mapped_units"], 64, "{p}");
+}

@@ -607,6 +607,26 @@ impl PyDevice {
         Ok(native::PyNativeFlash::new(slf))
     }
 
+    /// Simulate a power loss now: the mapping in RAM, DFTL's cached table and staged units are
+    /// lost; requests are refused until `recover`.
+    fn power_loss(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |d| d.power_loss()).map_err(device_error)
+    }
+
+    /// Rebuild the mapping from the flash's OOB areas; what it read and how long it took.
+    fn recover(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let r = self.with(py, |d| d.recover()).map_err(device_error)?;
+        let json = serde_json::json!({
+            "oob_pages_read": r.oob_pages_read,
+            "full_pages_read": r.full_pages_read,
+            "lost_units": r.lost_units,
+            "mapped_units": r.mapped_units,
+            "duration_ns": r.duration_ns,
+            "ready_ns": r.ready_ns,
+        });
+        value::to_py(py, &json)
+    }
+
     /// The cumulative `ssd` object, as a dict.
     fn ssd_stats(&self, py: Python<'_>) -> PyResult<PyObject> {
         let stats = self.with(py, |d| d.ssd_json());

@@ -137,7 +137,7 @@ impl PyServer {
                         handshake_timeout_s=None, idle_timeout_s=None, stall_timeout_s=None,
                         max_requests_in_flight=None, max_buffered_bytes=None, tls=None,
                         tls_cert=None, tls_key=None, tls_psk=None, insecure=false,
-                        image=None))]
+                        image=None, power_loss_at_ns=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -167,6 +167,7 @@ impl PyServer {
         tls_psk: Option<PathBuf>,
         insecure: bool,
         image: Option<PathBuf>,
+        power_loss_at_ns: Option<u64>,
     ) -> PyResult<Self> {
         let limits = LimitArgs {
             max_connections,
@@ -198,6 +199,7 @@ impl PyServer {
         options.stats_log = stats_log;
         options.miss_threshold_ns = miss_threshold_ns;
         options.compensation_ns = compensation_ns;
+        options.power_loss_at_ns = power_loss_at_ns;
         options.limits = limits;
         options.tls = TlsOptions {
             mode: tls_mode,

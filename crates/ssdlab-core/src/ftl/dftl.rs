@@ -507,16 +507,18 @@ impl Ftl for DftlFtl {
         let mut scan = super::RecoveryScan::default();
         // 1. The GTD: the OOB of the translation blocks, then each translation page read.
         let translation_pages = self.data_units.div_ceil(self.entries_per_page);
-        let mut oldest_translation = u64::MAX;
+        // Sequence numbers relative to the next one (so that wrapping compares right).
+        let age = |seq: u32| self.inner.next_seq().wrapping_sub(seq);
+        let mut oldest_age = 0u32;
         for t in 0..translation_pages {
             if let Some(pu) = self.inner.mapped(self.data_units + t) {
                 scan.full_pages.push(pu);
                 let (_, seq) = self.inner.oob_of(pu).expect("a mapped page has its OOB");
-                oldest_translation = oldest_translation.min(seq);
+                oldest_age = oldest_age.max(age(seq));
             }
         }
         if translation_pages > 0 && scan.full_pages.len() < translation_pages as usize {
-            oldest_translation = 0; // some entries were never written back: scan everything
+            oldest_age = u32::MAX; // some entries were never written back: scan everything
         }
         // 2. Data pages newer than their translation page: the OOB of every data block
         // written since the oldest translation page (older blocks are all in the table).
@@ -528,11 +530,11 @@ impl Ftl for DftlFtl {
             }
             let first = g.first_page(block);
             let translation = self.inner.handle_of_block(block) == self.translation_handle;
-            let newest = (first..first + units)
-                .filter_map(|u| self.inner.oob_of(u).map(|(_, seq)| seq))
-                .max()
-                .unwrap_or(0);
-            if translation || newest > oldest_translation {
+            let youngest = (first..first + units)
+                .filter_map(|u| self.inner.oob_of(u).map(|(_, seq)| age(seq)))
+                .min()
+                .unwrap_or(u32::MAX);
+            if translation || youngest < oldest_age {
                 scan.oob_pages.extend(first..first + units);
             }
         }

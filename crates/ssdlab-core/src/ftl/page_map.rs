@@ -110,9 +110,11 @@ pub struct PageMapFtl {
     /// The OOB area of every physical unit programmed since its block's erase: its logical
     /// unit + 1 (0: none) and the sequence number of the write, stale copies included. What
     /// recovery after a power loss scans. Zero-initialised, so untouched memory costs nothing.
+    /// Sequence numbers are u32 (4 B a unit, not 8) compared by wrapping distance: right while
+    /// two copies of one unit are fewer than 2^31 unit writes apart.
     oob_unit: Vec<u32>,
-    oob_seq: Vec<u64>,
-    oob_next_seq: u64,
+    oob_seq: Vec<u32>,
+    oob_next_seq: u32,
     /// FlexECC: page states; GC re-protects flushed units in the EDC region.
     flex: Option<FlexPages>,
 }
@@ -173,13 +175,23 @@ impl PageMapFtl {
     fn write_oob(&mut self, unit: u32, lun: u32) {
         self.oob_unit[unit as usize] = lun + 1;
         self.oob_seq[unit as usize] = self.oob_next_seq;
-        self.oob_next_seq += 1;
+        self.oob_next_seq = self.oob_next_seq.wrapping_add(1);
     }
 
     /// The OOB of physical unit `unit`: (logical unit, sequence number), if programmed.
-    pub fn oob_of(&self, unit: u32) -> Option<(u64, u64)> {
+    pub fn oob_of(&self, unit: u32) -> Option<(u64, u32)> {
         let lun = *self.oob_unit.get(unit as usize)?;
         (lun != 0).then(|| (lun as u64 - 1, self.oob_seq[unit as usize]))
+    }
+
+    /// Was sequence number `a` written after `b` (serial-number arithmetic, RFC 1982)?
+    pub fn seq_after(a: u32, b: u32) -> bool {
+        (a.wrapping_sub(b) as i32) > 0
+    }
+
+    /// The sequence number the next write's OOB gets.
+    pub fn next_seq(&self) -> u32 {
+        self.oob_next_seq
     }
 
     /// Physical units taken in block `block` (its write pointer, in unit slots).
@@ -220,7 +232,7 @@ impl PageMapFtl {
                     continue;
                 };
                 if current != NONE {
-                    if self.oob_seq[current as usize] > seq {
+                    if Self::seq_after(self.oob_seq[current as usize], seq) {
                         continue;
                     }
                     self.p2l[current as usize] = NONE;
