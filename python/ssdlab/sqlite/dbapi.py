@@ -15,6 +15,7 @@ lock. SQLite errors become the PEP 249 exceptions below, carrying ``sqlite_error
 from __future__ import annotations
 
 import contextlib
+import gc
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -168,9 +169,16 @@ class Connection:
         store = self._store
         if store.generation != self._generation:
             self._check_alive()
+        # No cycle collection while SQLite runs: a collection inside a VFS call could free a
+        # dropped cursor held in a reference cycle and finalize its statement there, entering
+        # SQLite in the middle of its own I/O (seen: "database disk image is malformed" when a
+        # workload's session objects, cyclic, held cursors). Collections wait for the return.
+        collecting = gc.isenabled()
         with store.lock:
             previous = store.active
             store.active = self._host
+            if collecting:
+                gc.disable()
             try:
                 result = function(*args)
                 # A crash during the call: the host never saw it return (no acknowledgement).
@@ -185,6 +193,8 @@ class Connection:
                 raise _translate(error) from error
             finally:
                 store.active = previous
+                if collecting:
+                    gc.enable()
 
     def _check_alive(self) -> None:
         if self._store.generation != self._generation:
@@ -239,9 +249,12 @@ class Connection:
         if self.closed:
             return
         store = self._store
+        collecting = gc.isenabled()  # see _call
         with store.lock:
             previous = store.active
             store.active = self._host
+            if collecting:
+                gc.disable()
             try:
                 with _quiet_vfs_errors():
                     self._raw.close(True)
@@ -251,6 +264,8 @@ class Connection:
                 self.checkpoint_errors += 1
             finally:
                 store.active = previous
+                if collecting:
+                    gc.enable()
                 self.closed = True
                 store.retire(self._host)
                 store.release_vfs()
@@ -324,8 +339,18 @@ class Cursor:
         self._raw = connection._raw.cursor()
         # The columns of each statement as it starts: APSW has no description once a statement
         # finished at its first step (a SELECT with no rows), the standard library does.
-        self._columns: tuple[tuple[str, Any], ...] = ()
-        self._raw.exec_trace = self._capture_columns
+        # The trace writes into a list the cursor holds, never into the cursor itself: a
+        # cursor -> APSW cursor -> trace -> cursor cycle is freed only by Python's cycle
+        # collector, which may run inside a VFS call and finalize the statement there,
+        # re-entering SQLite in the middle of its own I/O (a database was corrupted so).
+        columns: list[tuple[tuple[str, Any], ...]] = [()]
+        self._columns = columns
+
+        def capture_columns(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+            columns[0] = cursor.get_description()
+            return True
+
+        self._capture_columns = capture_columns
         self._rows: Iterator[Any] | None = None
         self._described_columns: tuple[tuple[str, Any], ...] = ()
         self._description: tuple[tuple[Any, ...], ...] | None = None
@@ -358,14 +383,14 @@ class Cursor:
             if raw.get_autocommit():
                 raw.execute("BEGIN")
             before = raw.total_changes()
-        self._columns = ()
+        self._columns[0] = ()
         # Columns are caught as a statement starts, and only for one that can return rows
         # (DML without RETURNING has no description, and the trace costs a Python call).
         self._raw.exec_trace = self._capture_columns if rows else None
         self._rows = iter(self._raw.execute(sql, parameters))
         # The columns of the statement as it started (a later statement of the same text
         # would replace them while the rows are read).
-        self._described_columns = self._columns
+        self._described_columns = self._columns[0]
         self._description = None
         if dml:
             self.rowcount = raw.total_changes() - before
@@ -397,10 +422,6 @@ class Cursor:
 
         connection._call(run)
         return self
-
-    def _capture_columns(self, cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
-        self._columns = cursor.get_description()
-        return True
 
     def _next(self) -> Any:
         if self._rows is None:

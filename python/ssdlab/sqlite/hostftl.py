@@ -238,21 +238,24 @@ class HostFtl:
 
     # -- the block interface the store calls ---------------------------------------------------
 
-    def submit(self, op: str, offset: int, length: int, data: Any, hint: Any) -> dict[str, Any]:
-        """A request of the store at logical byte ``offset`` (the same call as a device's)."""
+    def submit(
+        self, op: str, offset: int, length: int, data: Any, hint: Any
+    ) -> tuple[bytes | None, bool]:
+        """A request of the store at logical byte ``offset``, as a device's ``submit_quick``:
+        ``(data read or None, uncorrectable)``."""
         now = self._clock.now
         if op == "read":
             out, done = self.read(offset, length, now)
             self._advance(done)
-            return {"data": out, "uncorrectable": False}
+            return out, False
         if op == "write":
             self._advance(self.write(offset, data if type(data) is bytes else bytes(data), now))
-            return {}
+            return None, False
         if op == "trim":
             self.trim(offset, length)
-            return {}
+            return None, False
         if op == "flush":
-            return {}  # a program is on flash when it returns: nothing is volatile
+            return None, False  # a program is on flash when it returns: nothing is volatile
         raise ValueError(f"host FTL: unknown operation {op!r}")
 
     def _advance(self, done: int) -> None:
@@ -675,7 +678,7 @@ class HostFtlStore(DeviceStore):
             self.ftl.power_loss()
             report = self.ftl.recover()
             for name, stored in list(self.files.items()):
-                stored.log_buffer.clear()
+                stored.log_length = 0  # gathered log writes never reached the flash
                 stored.shared = 0
                 stored.reserved = stored.pending = stored.exclusive = None
                 if stored.role == ROLE_OTHER:
