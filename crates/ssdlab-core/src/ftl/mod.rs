@@ -170,6 +170,14 @@ pub trait Ftl: Send {
     fn host_frontier_units(&self, _plane: u32, _handle: u32) -> Option<u32> {
         None
     }
+    /// The host unit just written at physical unit `unit` belongs to read group `group` (a
+    /// nonzero compact id): GC keeps the group's units on whole wordlines when it moves them.
+    fn note_read_group(&mut self, _unit: u32, _group: u32) {}
+    /// Units of read groups GC moved, and those of them it kept on whole wordlines of their
+    /// group (since the counters were reset).
+    fn gc_read_group_units(&self) -> (u64, u64) {
+        (0, 0)
+    }
     /// Program the host page `ppa` before it is full (a write-through or a flush): its empty
     /// unit slots stay empty. False if it is not a partly filled page.
     fn pad_page(&mut self, ppa: u32) -> bool;

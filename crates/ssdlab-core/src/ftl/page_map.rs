@@ -36,6 +36,7 @@ use crate::gc::{victim_policy, BlockState, PlaneView, VictimPolicy};
 use crate::nand::prefetch::prefetch;
 use crate::nand::table::huge_table;
 use crate::nand::{Geometry, NONE};
+use crate::placement::wordline::gc_wordline_order;
 use crate::placement::HandleCounters;
 use crate::wear::{free_pool, FreeBlockPool};
 
@@ -117,6 +118,11 @@ pub struct PageMapFtl {
     oob_next_seq: u32,
     /// FlexECC: page states; GC re-protects flushed units in the EDC region.
     flex: Option<FlexPages>,
+    /// The read group of every physical unit (a compact id, 0: none), allocated at the first
+    /// grouped write (4 B a unit); cleared when its block is erased, carried by GC moves.
+    unit_group: Vec<u32>,
+    /// Grouped units GC moved, and those it kept on whole wordlines of their group.
+    gc_group_units: (u64, u64),
 }
 
 impl PageMapFtl {
@@ -167,6 +173,8 @@ impl PageMapFtl {
             oob_seq: vec![0; (geo.physical_pages as usize) << unit_shift],
             oob_next_seq: 1,
             flex: FlexPages::new(config, logical_units, geo.physical_pages << unit_shift),
+            unit_group: Vec::new(),
+            gc_group_units: (0, 0),
         }
     }
 
@@ -487,6 +495,58 @@ impl PageMapFtl {
         self.handle_counters[handle as usize].media_bytes_written += self.page_bytes;
     }
 
+    /// Read groups in a GC step: add the victim's other valid units of the groups in `units`
+    /// (from page `offset` on), so that a group moves in one step, and order them all so that
+    /// each group fills whole wordlines of the (`destination`, `handle`) GC frontier
+    /// ([`gc_wordline_order`]). Returns each unit's chunk (0: ungrouped).
+    fn order_by_read_group(
+        &mut self,
+        units: &mut Vec<(u32, u32)>,
+        first: u32,
+        offset: u32,
+        destination: u32,
+        handle: u32,
+    ) -> Vec<u32> {
+        let groups = &self.unit_group;
+        let mut present: Vec<u32> = units
+            .iter()
+            .map(|&(src, _)| groups[src as usize])
+            .filter(|&g| g != 0)
+            .collect();
+        if present.is_empty() {
+            return vec![0; units.len()];
+        }
+        present.sort_unstable();
+        present.dedup();
+        for src in first + (offset << self.unit_shift)..first + self.units_per_block {
+            let lun = self.p2l[src as usize];
+            if lun != NONE && present.binary_search(&groups[src as usize]).is_ok() {
+                units.push((src, lun));
+            }
+        }
+        let upw = self.geo.bits_per_cell.max(1) << self.unit_shift;
+        let block = self.open[self.slot(destination, handle, GC)];
+        let position = if block == NONE {
+            0
+        } else {
+            self.write_ptr[block as usize] % self.units_per_block
+        };
+        let (order, chunks) = gc_wordline_order(units, |src| groups[src as usize], upw, position);
+        *units = order;
+        chunks
+    }
+
+    /// A chunk of a read group moved by GC: counted kept if it filled one wordline from its
+    /// start (a group's last, short chunk: the start of one).
+    fn count_gc_chunk(&mut self, (id, _, units, kept): (u32, u32, u64, bool)) {
+        if id != 0 {
+            self.gc_group_units.0 += units;
+            if kept {
+                self.gc_group_units.1 += units;
+            }
+        }
+    }
+
     /// One step of GC in `plane`: choose a victim if none is in collection, move at most
     /// `max_pages` pages' worth of its valid units (whole source pages), and erase it once it
     /// holds none. False when the plane has no full block to collect.
@@ -552,6 +612,14 @@ impl PageMapFtl {
                 }
             }
         }
+        let chunks = if self.unit_group.is_empty() {
+            Vec::new()
+        } else {
+            self.order_by_read_group(&mut units, first, offset, job.destination, handle)
+        };
+        let upw = self.geo.bits_per_cell.max(1) << self.unit_shift;
+        // The chunk being moved: (id, wordline of its first unit, units, on one wordline).
+        let mut chunk = (0u32, 0u32, 0u64, true);
         const AHEAD: usize = 16;
         for &(_, lun) in units.iter().take(AHEAD) {
             prefetch(&self.l2p, lun as usize);
@@ -593,6 +661,15 @@ impl PageMapFtl {
             self.valid_units[db] += 1;
             self.last_write_ns[db] = self.last_write_ns[db].max(self.last_write_ns[v]);
             self.counters.gc_units_moved += 1;
+            if let Some(&id) = chunks.get(i) {
+                self.unit_group[dst.unit as usize] = self.unit_group[src as usize];
+                if id != chunk.0 {
+                    self.count_gc_chunk(chunk);
+                    chunk = (id, dst.unit / upw, 0, dst.unit % upw == 0);
+                }
+                chunk.2 += 1;
+                chunk.3 &= dst.unit / upw == chunk.1;
+            }
             if let Some(flex) = &mut self.flex {
                 flex.on_gc_move(lun as u64, (handle, to), (src, dst.unit), now_ns);
             }
@@ -614,6 +691,7 @@ impl PageMapFtl {
                 self.count_gc_page(to);
             }
         }
+        self.count_gc_chunk(chunk);
         self.victim_units = units;
         self.gc_jobs[plane as usize] = Some(GcJob {
             next_offset: offset,
@@ -631,6 +709,9 @@ impl PageMapFtl {
             purpose: Purpose::Gc,
         });
         let units = first as usize..(first + self.units_per_block) as usize;
+        if let Some(groups) = self.unit_group.get_mut(units.clone()) {
+            groups.iter_mut().for_each(|g| *g = 0);
+        }
         self.oob_unit[units].iter_mut().for_each(|u| *u = 0);
         self.erase_count[v] += 1;
         self.state[v] = BlockState::Free;
@@ -735,6 +816,17 @@ impl Ftl for PageMapFtl {
         })
     }
 
+    fn note_read_group(&mut self, unit: u32, group: u32) {
+        if self.unit_group.is_empty() {
+            self.unit_group = vec![0; self.p2l.len()];
+        }
+        self.unit_group[unit as usize] = group;
+    }
+
+    fn gc_read_group_units(&self) -> (u64, u64) {
+        self.gc_group_units
+    }
+
     fn pad_page(&mut self, ppa: u32) -> bool {
         let block = self.geo.block_of(ppa);
         let b = block as usize;
@@ -821,6 +913,7 @@ impl Ftl for PageMapFtl {
 
     fn reset_counters(&mut self) {
         self.counters = FtlCounters::default();
+        self.gc_group_units = (0, 0);
         self.segments.reset_counters();
         self.min_free_blocks = usize::MAX;
         self.handle_counters

@@ -1294,6 +1294,7 @@ impl Device {
             };
             self.ops = ops;
             let outcome = outcome?;
+            self.note_read_group_written(&req.hint, unit, outcome.new);
             self.store_unit_write(req, unit, (lo, hi), outcome, None);
             let ppa = outcome.new >> self.unit_shift;
             // The page's program: new with its first unit, gated until the page is full (and

@@ -147,6 +147,21 @@ impl Device {
         self.host_plane(handle, now_ns)
     }
 
+    /// After a host write of logical `unit` to physical `new`: tell the FTL its read group, so
+    /// that GC keeps the group on whole wordlines. The FTL keeps a compact 32-bit id per unit:
+    /// the group folded to 32 bits, exact for host groups below 2^31 and for learnt groups
+    /// (two groups folding to one id would only be moved as one group by GC).
+    pub(super) fn note_read_group_written(&mut self, hint: &Hint, unit: u64, new: u32) {
+        if self.read_groups.is_none() || !self.config.placement.honor_hints {
+            return;
+        }
+        if let Some(group) = hint.read_group.or_else(|| self.learnt_group(unit)) {
+            let id = (group ^ (group >> 32)) as u32;
+            self.ftl
+                .note_read_group(new, id.checked_add(1).unwrap_or(1));
+        }
+    }
+
     /// The read-group scheduler's counters (`None` on a device that is not TLC).
     pub fn read_group_counters(&self) -> Option<ReadGroupCounters> {
         self.read_groups.as_ref().map(|p| p.counters())
@@ -166,6 +181,8 @@ impl Device {
                     "wordlines_abandoned": c.wordlines_abandoned,
                     "wordlines_released": c.wordlines_released,
                     "groups_learnt": c.groups_learnt,
+                    "gc_moved": self.ftl.gc_read_group_units().0,
+                    "gc_kept": self.ftl.gc_read_group_units().1,
                 }),
             );
         }

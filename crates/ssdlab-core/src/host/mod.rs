@@ -1093,6 +1093,7 @@ impl Device {
             }
             self.ops = ops;
             let outcome = outcome?;
+            self.note_read_group_written(&req.hint, unit, outcome.new);
             // Write-through, a read-modify-write waits for the old data it merges with.
             let mut merged = arrive;
             if let Some(old) = self.rmw_source(outcome, hi - lo) {

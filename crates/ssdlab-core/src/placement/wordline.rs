@@ -217,6 +217,64 @@ impl ReadGroupPlacer {
     }
 }
 
+/// GC of read groups: the order in which to move one GC step's valid units so that each read
+/// group's units fill the wordlines of GC's destination together. `units` are (source unit,
+/// logical unit) in the victim's physical order, `group_of(source)` their group (0: none),
+/// `position` how many units the destination's current wordline already holds. A group's
+/// units go in logical order, cut into wordlines' worth (`units_per_wordline`), each started
+/// at a wordline boundary; ungrouped units (moving as before, in physical order) fill the
+/// space up to each boundary, and the rest follow. With no ungrouped unit left to fill, a
+/// group's wordline starts where the frontier is. Returns the order and, per unit, its chunk
+/// (a wordline's worth of one group, numbered from 1; 0: ungrouped).
+pub fn gc_wordline_order(
+    units: &[(u32, u32)],
+    group_of: impl Fn(u32) -> u32,
+    units_per_wordline: u32,
+    position: u32,
+) -> (Vec<(u32, u32)>, Vec<u32>) {
+    let upw = units_per_wordline.max(1);
+    let mut fillers = std::collections::VecDeque::new();
+    // Groups in order of first appearance (deterministic), each with its units.
+    let mut groups: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
+    for &(src, lun) in units {
+        match group_of(src) {
+            0 => fillers.push_back((src, lun)),
+            g => match groups.iter_mut().find(|(id, _)| *id == g) {
+                Some((_, members)) => members.push((src, lun)),
+                None => groups.push((g, vec![(src, lun)])),
+            },
+        }
+    }
+    let mut order = Vec::with_capacity(units.len());
+    let mut chunk_of = Vec::with_capacity(units.len());
+    let mut position = position % upw;
+    let mut chunk = 0;
+    for (_, mut members) in groups {
+        members.sort_unstable_by_key(|&(_, lun)| lun);
+        for wordline in members.chunks(upw as usize) {
+            while position != 0 {
+                let Some(filler) = fillers.pop_front() else {
+                    break;
+                };
+                order.push(filler);
+                chunk_of.push(0);
+                position = (position + 1) % upw;
+            }
+            chunk += 1;
+            for &unit in wordline {
+                order.push(unit);
+                chunk_of.push(chunk);
+            }
+            position = (position + wordline.len() as u32) % upw;
+        }
+    }
+    for filler in fillers {
+        order.push(filler);
+        chunk_of.push(0);
+    }
+    (order, chunk_of)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,5 +390,25 @@ mod tests {
         assert_eq!(run(&mut placer, &mut frontier, 3, 2_200), Some(b));
         assert_eq!(run(&mut placer, &mut frontier, 2, 2_300), None);
         assert_eq!(placer.counters().wordlines_abandoned, 1);
+    }
+
+    #[test]
+    fn gc_order_puts_each_group_on_whole_wordlines() {
+        // Source units 0..12: group 7 at 1, 4, 6, 9, 10, 11 (logical order reversed for 9..11),
+        // group 8 at 2, 5, 8; the rest ungrouped. The destination's wordline holds 1 unit.
+        let group = |src: u32| match src {
+            1 | 4 | 6 | 9 | 10 | 11 => 7,
+            2 | 5 | 8 => 8,
+            _ => 0,
+        };
+        let units: Vec<(u32, u32)> = (0..12)
+            .map(|s| (s, if s >= 9 { 29 - s } else { s }))
+            .collect();
+        let (order, chunks) = gc_wordline_order(&units, group, 3, 1);
+        let srcs: Vec<u32> = order.iter().map(|&(s, _)| s).collect();
+        // Fillers 0, 3 reach the boundary; group 7 by logical unit: 1, 4, 6 | 11, 10, 9;
+        // group 8: 2, 5, 8; filler 7 last.
+        assert_eq!(srcs, vec![0, 3, 1, 4, 6, 11, 10, 9, 2, 5, 8, 7]);
+        assert_eq!(chunks, vec![0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 0]);
     }
 }
