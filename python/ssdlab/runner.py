@@ -38,7 +38,7 @@ def execute(task: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _simulate(task: dict[str, Any]) -> RunResult | DatabaseRun | CacheRun:
+def _simulate(task: dict[str, Any]) -> RunResult | SectionRun:
     workload = task["workload"]
     kind = workload["kind"]
     if kind == "cache":
@@ -89,45 +89,28 @@ def _simulate(task: dict[str, Any]) -> RunResult | DatabaseRun | CacheRun:
     raise ValueError(f"unknown workload kind {kind!r}")
 
 
-class DatabaseRun:
-    """A database workload's result in the shape the store takes: ``ssd`` and ``oltp``
-    sections (no fio jobs: transactions are the unit, see :mod:`ssdlab.db`)."""
+class SectionRun:
+    """A workload's result in the shape the store takes: its own sections (``oltp`` and
+    ``sqlite`` for a database run, see :mod:`ssdlab.db`; ``cache`` for an SSD cache run, see
+    :mod:`ssdlab.flexecc`) beside ``ssd``, and no fio jobs."""
 
-    def __init__(self, raw: dict[str, Any], seed: int) -> None:
+    def __init__(self, raw: dict[str, Any], seed: int, sections: tuple[str, ...]) -> None:
         self.raw = raw
         self.seed = seed
+        self.sections = sections
 
     def to_dict(self) -> dict[str, Any]:
         ssd = self.raw["ssd"]
         return {
             "jobs": [],
-            "oltp": self.raw["oltp"],
-            "sqlite": self.raw["sqlite"],
+            **{name: self.raw[name] for name in self.sections},
             "ssd": ssd,
             "seed": self.seed,
             "config_hash": ssd.get("config_hash"),
         }
 
 
-class CacheRun:
-    """An SSD cache workload's result (ssdlab.flexecc): ``cache`` and ``ssd`` sections."""
-
-    def __init__(self, raw: dict[str, Any], seed: int) -> None:
-        self.raw = raw
-        self.seed = seed
-
-    def to_dict(self) -> dict[str, Any]:
-        ssd = self.raw["ssd"]
-        return {
-            "jobs": [],
-            "cache": self.raw["cache"],
-            "ssd": ssd,
-            "seed": self.seed,
-            "config_hash": ssd.get("config_hash"),
-        }
-
-
-def _cache(task: dict[str, Any], params: dict[str, Any]) -> CacheRun:
+def _cache(task: dict[str, Any], params: dict[str, Any]) -> SectionRun:
     """A cache workload over a fresh device (the cache fills it; no preconditioning)."""
     from ssdlab.flexecc import WORKLOAD_DEFAULTS, run_cache
 
@@ -139,12 +122,12 @@ def _cache(task: dict[str, Any], params: dict[str, Any]) -> CacheRun:
         seed=task["seed"],
         config_text=task["config_text"],
     )
-    return CacheRun(report, task["seed"])
+    return SectionRun(report, task["seed"], ("cache",))
 
 
 def _database(
     device: Device, params: dict[str, Any], *, seed: int, hints: Any, native: bool = False
-) -> DatabaseRun:
+) -> SectionRun:
     """A database workload (TPC-C, TPC-B, TPC-H, sysbench) on SQLite on the device (the
     runner has preconditioned it)."""
     from ssdlab.db import RUN_DEFAULTS, OltpSettings, parse_hints, run_oltp, workload_params
@@ -160,7 +143,7 @@ def _database(
         backend="native" if native else "block",
         **{k: params[k] for k in RUN_DEFAULTS},
     )
-    return DatabaseRun(run_oltp(device, settings, seed=seed), seed)
+    return SectionRun(run_oltp(device, settings, seed=seed), seed, ("oltp", "sqlite"))
 
 
 def _hotcold(device: Device, params: dict[str, Any], *, seed: int, hints: bool) -> RunResult:

@@ -189,6 +189,20 @@ fn read_buffer(what: &str, length: u64) -> PyResult<Vec<u8>> {
 }
 
 impl PyDevice {
+    /// A request's range checked as the core would, before a read buffer is sized by it: a
+    /// huge length is then an error rather than an allocation that aborts.
+    fn check_range(&self, op: Op, offset: u64, length: u64) -> PyResult<()> {
+        let capacity = self.logical_bytes;
+        if op != Op::Flush && offset.checked_add(length).is_none_or(|end| end > capacity) {
+            return Err(device_error(DeviceError::OutOfRange {
+                offset,
+                length,
+                capacity,
+            }));
+        }
+        Ok(())
+    }
+
     /// Run `f` on the device under its lock, without the GIL.
     fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Device) -> R + Send) -> R {
         py.allow_threads(|| {
@@ -280,18 +294,9 @@ impl PyDevice {
             length,
             hint: parse_hint(hint)?,
         };
-        let (capacity, stores_data) = self.with(py, |d| (d.logical_bytes(), d.stores_data()));
-        // The read buffer is sized by the request: check the range first (as the core would),
-        // so that a huge length is an error rather than an allocation that aborts.
-        if op != Op::Flush && offset.checked_add(length).is_none_or(|end| end > capacity) {
-            return Err(device_error(DeviceError::OutOfRange {
-                offset,
-                length,
-                capacity,
-            }));
-        }
+        self.check_range(op, offset, length)?;
         let mut out = None;
-        if op == Op::Read && stores_data {
+        if op == Op::Read && self.stores_data {
             out = Some(read_buffer("read", length)?);
         }
         let completion = self
@@ -325,17 +330,7 @@ impl PyDevice {
         hint: Option<&CompiledHint>,
     ) -> PyResult<(Option<Bound<'py, PyBytes>>, bool)> {
         let op = parse_op(op)?;
-        if op != Op::Flush
-            && offset
-                .checked_add(length)
-                .is_none_or(|end| end > self.logical_bytes)
-        {
-            return Err(device_error(DeviceError::OutOfRange {
-                offset,
-                length,
-                capacity: self.logical_bytes,
-            }));
-        }
+        self.check_range(op, offset, length)?;
         let request = HostRequest {
             arrival_ns: None,
             op,

@@ -69,6 +69,7 @@ from ssdlab.sqlite.store import (
     ExtentAllocator,
     IoCounters,
     StoredFile,
+    require_stored_data,
 )
 
 #: OOB layout: file id (u32), page within the file (u32), sequence number (u64), little-endian.
@@ -583,11 +584,7 @@ class HostFtlStore(DeviceStore):
         crash_tracking: bool = False,
         sea_recent_checkpoints: int = 2,
     ) -> None:
-        if not getattr(device, "store_data", False):
-            raise ValueError(
-                "device: expected an ssdlab.Device built with store_data=True "
-                "(SQLite must read back what it wrote)"
-            )
+        require_stored_data(device)  # before the host FTL takes the flash over
         ftl = HostFtl(device, gc_policy=gc_policy, spare_fraction=spare_fraction)
         if ftl.page_bytes != TRIM_ALIGN or extent_bytes % ftl.page_bytes:
             raise ValueError(

@@ -184,6 +184,15 @@ class StoredFile:
         self.written_since_checkpoint = 0
 
 
+def require_stored_data(device: Any) -> None:
+    """Refuse a device that keeps no data: SQLite must read back what it wrote."""
+    if not getattr(device, "store_data", False):
+        raise ValueError(
+            "device: expected an ssdlab.Device built with store_data=True "
+            "(SQLite must read back what it wrote)"
+        )
+
+
 class DeviceStore:
     """Everything the SQLite VFS keeps on one device. Build it with :func:`store_for`.
 
@@ -199,11 +208,7 @@ class DeviceStore:
         crash_tracking: bool = False,
         sea_recent_checkpoints: int = 2,
     ) -> None:
-        if not getattr(device, "store_data", False):
-            raise ValueError(
-                "device: expected an ssdlab.Device built with store_data=True "
-                "(SQLite must read back what it wrote)"
-            )
+        require_stored_data(device)
         if isinstance(extent_bytes, bool) or not isinstance(extent_bytes, int):
             raise ValueError(f"extent_bytes: expected an integer, got {extent_bytes!r}")
         if extent_bytes < TRIM_ALIGN or extent_bytes % TRIM_ALIGN:
