@@ -9,6 +9,7 @@
 //! under it after the seek. Transfer is bytes over the media rate. The disk serves one request
 //! at a time in arrival order (its queue is the busy-until time of the actuator).
 
+use super::divisor::Divisor;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -65,8 +66,11 @@ pub struct Disk {
     config: DiskConfig,
     block_bytes: u32,
     cylinders: u64,
-    blocks_per_cylinder: u64,
+    blocks_per_cylinder: Divisor,
+    blocks_per_track: Divisor,
     rotation_ns: u64,
+    /// The transfer of one block (most accesses).
+    block_transfer_ns: u64,
     cylinder: u64,
     free_ns: u64,
     counters: DiskCounters,
@@ -81,8 +85,10 @@ impl Disk {
             config: config.clone(),
             block_bytes,
             cylinders: blocks.div_ceil(blocks_per_cylinder).max(1),
-            blocks_per_cylinder,
+            blocks_per_cylinder: Divisor::new(blocks_per_cylinder),
+            blocks_per_track: Divisor::new(config.blocks_per_track as u64),
             rotation_ns: 60_000_000_000 / config.rpm as u64,
+            block_transfer_ns: (block_bytes as u64 * 1000).div_ceil(config.transfer_mbps as u64),
             cylinder: 0,
             free_ns: 0,
             counters: DiskCounters::default(),
@@ -107,13 +113,17 @@ impl Disk {
 
     /// Wait from `at_ns` until the start of `block` passes under the head.
     pub fn rotation_wait_ns(&self, block: u64, at_ns: u64) -> u64 {
-        let per_track = self.config.blocks_per_track as u64;
-        let target = (block % per_track) * self.rotation_ns / per_track;
+        let target = self
+            .blocks_per_track
+            .div(self.blocks_per_track.rem(block) * self.rotation_ns);
         let angle = at_ns % self.rotation_ns;
         (target + self.rotation_ns - angle) % self.rotation_ns
     }
 
     pub fn transfer_ns(&self, blocks: u64) -> u64 {
+        if blocks == 1 {
+            return self.block_transfer_ns;
+        }
         (blocks * self.block_bytes as u64 * 1000).div_ceil(self.config.transfer_mbps as u64)
     }
 
@@ -121,12 +131,14 @@ impl Disk {
     /// completion time.
     pub fn access(&mut self, block: u64, blocks: u64, write: bool, arrival_ns: u64) -> u64 {
         let start = arrival_ns.max(self.free_ns);
-        let cylinder = block / self.blocks_per_cylinder;
+        let cylinder = self.blocks_per_cylinder.div(block);
         let mut t =
             start + self.config.overhead_ns + self.seek_ns(cylinder.abs_diff(self.cylinder));
         t += self.rotation_wait_ns(block, t);
         t += self.transfer_ns(blocks);
-        self.cylinder = (block + blocks.saturating_sub(1)) / self.blocks_per_cylinder;
+        self.cylinder = self
+            .blocks_per_cylinder
+            .div(block + blocks.saturating_sub(1));
         self.free_ns = t;
         let c = &mut self.counters;
         c.queue_ns += start - arrival_ns;

@@ -29,15 +29,18 @@
 //! that never go back.
 
 pub mod disk;
+mod divisor;
+pub mod ssd;
 pub mod workload;
 
 use crate::host::{Completion, Device, DeviceError};
 use crate::nand::prefetch::prefetch;
 use crate::request::{Hint, HostRequest, Op, Reliability};
 use disk::{Disk, DiskConfig, DiskCounters};
+use divisor::Divisor;
 use serde::{Deserialize, Serialize};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+pub use ssd::{CacheSsd, RecordingSsd, ReplaySsd};
+use std::collections::VecDeque;
 use thiserror::Error;
 
 const NONE: u32 = u32::MAX;
@@ -255,19 +258,47 @@ pub struct CacheCounters {
     pub ssd_latency_ns: [u64; 4],
 }
 
-/// A write-back SSD cache over a disk model.
-pub struct FlashCache {
+/// One cache block's state.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(32))]
+struct Slot {
+    /// The disk block held (u64::MAX: empty).
+    tag: u64,
+    /// A fill (clean write) pending until this time (0: none).
+    fill_at_ns: u64,
+    /// LRU neighbours in the set (towards the MRU head and the LRU tail).
+    prev: u32,
+    next: u32,
+    /// Bumped by a rewrite or eviction: cancels a pending fill or a stale dirty-order entry.
+    generation: u32,
+    dirty: bool,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        tag: u64::MAX,
+        fill_at_ns: 0,
+        prev: NONE,
+        next: NONE,
+        generation: 0,
+        dirty: false,
+    };
+}
+
+/// A write-back SSD cache over a disk model, on a simulated [`Device`] (or, to measure the
+/// cache layer alone, on a [`ReplaySsd`]).
+pub struct FlashCache<S: CacheSsd = Device> {
     config: CacheConfig,
-    ssd: Device,
+    ssd: S,
     disk: Disk,
     block_bytes: u64,
     sets: u32,
     ways: u32,
-    /// Per cache block: the disk block it holds (u64::MAX: empty), dirty flag, LRU links.
-    tag: Vec<u64>,
-    dirty: Vec<bool>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    set_count: Divisor,
+    way_count: Divisor,
+    /// Per cache block: its tag, LRU links, dirty flag, pending fill (one cache line's half:
+    /// a request touches one line per block it looks at).
+    slots: Vec<Slot>,
     /// Per set: MRU head, LRU tail, dirty count, empty blocks left (taken in order).
     head: Vec<u32>,
     tail: Vec<u32>,
@@ -275,13 +306,9 @@ pub struct FlashCache {
     filled: Vec<u32>,
     /// Per disk block: its cache block or NONE.
     map: Vec<u32>,
-    /// Per cache block: a fill (clean write) pending until this time (0: none), and a
-    /// generation that a rewrite or eviction bumps (cancelling the pending fill).
-    fill_at_ns: Vec<u64>,
-    generation: Vec<u32>,
-    /// Fills waiting for their disk reads: (time, sequence, slot, generation).
-    pending: BinaryHeap<Reverse<(u64, u64, u32, u32)>>,
-    pending_seq: u64,
+    /// Fills waiting for their disk reads: (time, slot, generation), by time then issue order.
+    /// The disk serves in arrival order, so their times never go back: a queue is a heap.
+    pending: VecDeque<(u64, u32, u32)>,
     counters: CacheCounters,
     /// Latest arrival and latest SSD completion: idle time starts `idle_clean_ns` after both
     /// (the disk may still be busy: cleaning and scrubbing are SSD work).
@@ -307,9 +334,11 @@ impl FlashCache {
         let config = ssd.config().cache.clone();
         FlashCache::new(ssd, config)
     }
+}
 
+impl<S: CacheSsd> FlashCache<S> {
     /// A cache over `ssd` (whose data mode decides the cache's) with `config`.
-    pub fn new(ssd: Device, config: CacheConfig) -> Result<FlashCache, CacheError> {
+    pub fn new(ssd: S, config: CacheConfig) -> Result<FlashCache<S>, CacheError> {
         config.validate(&|key: &str, message| crate::config::ConfigError::Invalid {
             source_name: "cache".into(),
             key: key.into(),
@@ -358,19 +387,13 @@ impl FlashCache {
         let disk = Disk::new(d, page as u32, ssd.stores_data());
         let blocks = disk.blocks() as usize;
         Ok(FlashCache {
-            tag: vec![u64::MAX; slots],
-            dirty: vec![false; slots],
-            prev: vec![NONE; slots],
-            next: vec![NONE; slots],
+            slots: vec![Slot::EMPTY; slots],
             head: vec![NONE; sets as usize],
             tail: vec![NONE; sets as usize],
             dirty_count: vec![0; sets as usize],
             filled: vec![0; sets as usize],
             map: vec![NONE; blocks],
-            fill_at_ns: vec![0; slots],
-            generation: vec![0; slots],
-            pending: BinaryHeap::new(),
-            pending_seq: 0,
+            pending: VecDeque::new(),
             counters: CacheCounters::default(),
             last_arrival_ns: 0,
             busy_until_ns: 0,
@@ -385,18 +408,25 @@ impl FlashCache {
             block_bytes: page,
             sets,
             ways,
+            set_count: Divisor::new(sets as u64),
+            way_count: Divisor::new(ways as u64),
             disk,
             ssd,
             config,
         })
     }
 
-    pub fn device(&self) -> &Device {
+    pub fn device(&self) -> &S {
         &self.ssd
     }
 
-    pub fn device_mut(&mut self) -> &mut Device {
+    pub fn device_mut(&mut self) -> &mut S {
         &mut self.ssd
+    }
+
+    /// The SSD, giving up the cache.
+    pub fn into_ssd(self) -> S {
+        self.ssd
     }
 
     pub fn disk_counters(&self) -> DiskCounters {
@@ -412,7 +442,7 @@ impl FlashCache {
     }
 
     pub fn cache_blocks(&self) -> u64 {
-        self.tag.len() as u64
+        self.slots.len() as u64
     }
 
     pub fn block_bytes(&self) -> u64 {
@@ -426,31 +456,34 @@ impl FlashCache {
 
     #[inline]
     fn set_of(&self, block: u64) -> u32 {
-        ((block / self.ways as u64) % self.sets as u64) as u32
+        self.set_count.rem(self.way_count.div(block)) as u32
     }
 
     fn unlink(&mut self, slot: u32, set: u32) {
-        let (p, n) = (self.prev[slot as usize], self.next[slot as usize]);
+        let (p, n) = (
+            self.slots[slot as usize].prev,
+            self.slots[slot as usize].next,
+        );
         if p == NONE {
             self.head[set as usize] = n;
         } else {
-            self.next[p as usize] = n;
+            self.slots[p as usize].next = n;
         }
         if n == NONE {
             self.tail[set as usize] = p;
         } else {
-            self.prev[n as usize] = p;
+            self.slots[n as usize].prev = p;
         }
     }
 
     fn push_front(&mut self, slot: u32, set: u32) {
         let h = self.head[set as usize];
-        self.prev[slot as usize] = NONE;
-        self.next[slot as usize] = h;
+        self.slots[slot as usize].prev = NONE;
+        self.slots[slot as usize].next = h;
         if h == NONE {
             self.tail[set as usize] = slot;
         } else {
-            self.prev[h as usize] = slot;
+            self.slots[h as usize].prev = slot;
         }
         self.head[set as usize] = slot;
     }
@@ -511,7 +544,7 @@ impl FlashCache {
 
     /// Write dirty cache block `slot` back to the disk from `at_ns`; returns when it is on disk.
     fn clean(&mut self, slot: u32, at_ns: u64) -> Result<u64, CacheError> {
-        let block = self.tag[slot as usize];
+        let block = self.slots[slot as usize].tag;
         let mut buf = std::mem::take(&mut self.scratch);
         let with_data = self.disk.stores_data();
         let c = self.ssd_io(
@@ -529,7 +562,7 @@ impl FlashCache {
             if with_data {
                 self.disk.write_data(block, &buf);
             }
-            self.dirty[slot as usize] = false;
+            self.slots[slot as usize].dirty = false;
             let set = self.set_of(block);
             self.dirty_count[set as usize] -= 1;
             self.disk.access(block, 1, true, c.complete_ns)
@@ -552,28 +585,28 @@ impl FlashCache {
             // LRU clean block, scanning from the tail; the LRU block if all are dirty.
             let mut victim = self.tail[set as usize];
             let mut s = victim;
-            while s != NONE && self.dirty[s as usize] {
-                s = self.prev[s as usize];
+            while s != NONE && self.slots[s as usize].dirty {
+                s = self.slots[s as usize].prev;
             }
             if s != NONE {
                 victim = s;
             } else {
                 self.counters.dirty_evictions += 1;
                 self.clean(victim, at_ns)?;
-                if self.dirty[victim as usize] {
+                if self.slots[victim as usize].dirty {
                     // Lost dirty data: dropped with the block (the loss is counted).
-                    self.dirty[victim as usize] = false;
+                    self.slots[victim as usize].dirty = false;
                     self.dirty_count[set as usize] -= 1;
                 }
             }
             self.unlink(victim, set);
-            self.map[self.tag[victim as usize] as usize] = NONE;
+            self.map[self.slots[victim as usize].tag as usize] = NONE;
             victim
         };
-        self.tag[slot as usize] = block;
-        self.dirty[slot as usize] = false;
-        self.fill_at_ns[slot as usize] = 0;
-        self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
+        self.slots[slot as usize].tag = block;
+        self.slots[slot as usize].dirty = false;
+        self.slots[slot as usize].fill_at_ns = 0;
+        self.slots[slot as usize].generation = self.slots[slot as usize].generation.wrapping_add(1);
         self.map[block as usize] = slot;
         self.push_front(slot, set);
         Ok(slot)
@@ -581,31 +614,33 @@ impl FlashCache {
 
     /// Fill cache block `slot` from the disk when its read completes at `at_ns`.
     fn schedule_fill(&mut self, slot: u32, at_ns: u64) {
-        self.fill_at_ns[slot as usize] = at_ns;
-        self.pending_seq += 1;
-        self.pending.push(Reverse((
-            at_ns,
-            self.pending_seq,
-            slot,
-            self.generation[slot as usize],
-        )));
+        self.slots[slot as usize].fill_at_ns = at_ns;
+        let entry = (at_ns, slot, self.slots[slot as usize].generation);
+        match self.pending.back() {
+            Some(&(last, _, _)) if last > at_ns => {
+                // Not reached with the FCFS disk; kept exact for any other.
+                let at = self.pending.partition_point(|&(t, _, _)| t <= at_ns);
+                self.pending.insert(at, entry);
+            }
+            _ => self.pending.push_back(entry),
+        }
     }
 
     /// Issue the fills due by `until_ns` (in time order), skipping those a rewrite cancelled.
     fn run_fills(&mut self, until_ns: u64) -> Result<(), CacheError> {
         let mut buf = std::mem::take(&mut self.scratch);
-        while let Some(&Reverse((at, _, slot, generation))) = self.pending.peek() {
+        while let Some(&(at, slot, generation)) = self.pending.front() {
             if at > until_ns {
                 break;
             }
-            self.pending.pop();
-            if self.generation[slot as usize] != generation {
+            self.pending.pop_front();
+            if self.slots[slot as usize].generation != generation {
                 continue;
             }
-            self.fill_at_ns[slot as usize] = 0;
+            self.slots[slot as usize].fill_at_ns = 0;
             let data = if self.disk.stores_data() {
                 // The disk copy cannot have changed: a write to the block would have cancelled.
-                self.disk.read_data(self.tag[slot as usize], &mut buf);
+                self.disk.read_data(self.slots[slot as usize].tag, &mut buf);
                 Some(&buf[..])
             } else {
                 None
@@ -631,7 +666,9 @@ impl FlashCache {
             let Some((slot, generation)) = self.dirty_order.pop_front() else {
                 break;
             };
-            if !self.dirty[slot as usize] || self.generation[slot as usize] != generation {
+            if !self.slots[slot as usize].dirty
+                || self.slots[slot as usize].generation != generation
+            {
                 continue; // rewritten since (a newer entry follows) or already clean
             }
             t = self.clean(slot, t)?.max(t);
@@ -646,7 +683,7 @@ impl FlashCache {
 
     /// Scrub EDC pages in [from, until): evenly spaced at the configured rate.
     fn scrub(&mut self, from: u64, until: u64) -> Result<(), CacheError> {
-        let Some(edc) = self.ssd.flexecc_edc_handle() else {
+        let Some(edc) = self.ssd.edc_handle() else {
             return Ok(());
         };
         self.scrub_credit += (until - from) as f64 * 1e-9 * self.config.scrub_pages_per_s;
@@ -656,7 +693,7 @@ impl FlashCache {
             return Ok(());
         }
         let step = (until - from) / pages;
-        let slots = self.tag.len() as u32;
+        let slots = self.slots.len() as u32;
         let mut buf = std::mem::take(&mut self.scratch);
         let with_data = self.disk.stores_data();
         for i in 0..pages {
@@ -666,8 +703,8 @@ impl FlashCache {
             for _ in 0..slots {
                 let s = self.scrub_cursor;
                 self.scrub_cursor = (self.scrub_cursor + 1) % slots;
-                if self.tag[s as usize] != u64::MAX
-                    && !self.dirty[s as usize]
+                if self.slots[s as usize].tag != u64::MAX
+                    && !self.slots[s as usize].dirty
                     && self.ssd.block_handle_of_offset(s as u64 * self.block_bytes) == Some(edc)
                 {
                     found = Some(s);
@@ -687,9 +724,10 @@ impl FlashCache {
             )?;
             if c.uncorrectable {
                 self.counters.scrub_prefetched += 1;
-                let block = self.tag[slot as usize];
+                let block = self.slots[slot as usize].tag;
                 let d = self.disk.access(block, 1, false, c.complete_ns);
-                self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
+                self.slots[slot as usize].generation =
+                    self.slots[slot as usize].generation.wrapping_add(1);
                 self.schedule_fill(slot, d);
             }
         }
@@ -771,22 +809,25 @@ impl FlashCache {
                 self.counters.write_hits += 1;
                 self.touch(slot, set);
                 // New data: a fill still waiting for the disk is obsolete.
-                self.fill_at_ns[slot as usize] = 0;
-                self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
+                self.slots[slot as usize].fill_at_ns = 0;
+                self.slots[slot as usize].generation =
+                    self.slots[slot as usize].generation.wrapping_add(1);
                 slot
             }
         };
         let c = self.ssd_io(SsdRequestKind::DirtyWrite, slot, t, data, None)?;
-        if !self.dirty[slot as usize] {
-            self.dirty[slot as usize] = true;
+        if !self.slots[slot as usize].dirty {
+            self.slots[slot as usize].dirty = true;
             self.dirty_count[set as usize] += 1;
         }
         self.dirty_order
-            .push_back((slot, self.generation[slot as usize]));
-        if self.dirty_order.len() > 2 * self.tag.len() {
-            let (dirty, generation) = (&self.dirty, &self.generation);
-            self.dirty_order
-                .retain(|&(s, g)| dirty[s as usize] && generation[s as usize] == g);
+            .push_back((slot, self.slots[slot as usize].generation));
+        if self.dirty_order.len() > 2 * self.slots.len() {
+            let slots = &self.slots;
+            self.dirty_order.retain(|&(s, g)| {
+                let slot = &slots[s as usize];
+                slot.dirty && slot.generation == g
+            });
         }
         // Over the threshold: write back the set's LRU dirty blocks (in the background), in
         // disk order as flashcache sorts them, so that runs of blocks cost one seek.
@@ -797,10 +838,10 @@ impl FlashCache {
             batch.clear();
             let mut s = self.tail[set as usize];
             while batch.len() < excess && s != NONE {
-                if self.dirty[s as usize] && s != slot {
-                    batch.push((self.tag[s as usize], s));
+                if self.slots[s as usize].dirty && s != slot {
+                    batch.push((self.slots[s as usize].tag, s));
                 }
-                s = self.prev[s as usize];
+                s = self.slots[s as usize].prev;
             }
             batch.sort_unstable();
             for &(_, s) in &batch {
@@ -821,14 +862,14 @@ impl FlashCache {
     ) -> Result<(u64, bool), CacheError> {
         let set = self.set_of(block);
         let slot = self.map[block as usize];
-        if slot != NONE && self.fill_at_ns[slot as usize] > t {
+        if slot != NONE && self.slots[slot as usize].fill_at_ns > t {
             // Its fill is still on the way from the disk: the read waits for that data.
             self.counters.read_hits += 1;
             self.touch(slot, set);
             if let Some(o) = out.as_deref_mut() {
                 self.disk.read_data(block, o);
             }
-            return Ok((self.fill_at_ns[slot as usize], false));
+            return Ok((self.slots[slot as usize].fill_at_ns, false));
         }
         if slot != NONE {
             self.counters.read_hits += 1;
@@ -837,7 +878,7 @@ impl FlashCache {
             if !c.uncorrectable {
                 return Ok((c.complete_ns, false));
             }
-            if self.dirty[slot as usize] {
+            if self.slots[slot as usize].dirty {
                 self.counters.dirty_blocks_lost += 1;
                 return Ok((c.complete_ns, true));
             }
@@ -847,7 +888,8 @@ impl FlashCache {
             if let Some(o) = out.as_deref_mut() {
                 self.disk.read_data(block, o);
             }
-            self.generation[slot as usize] = self.generation[slot as usize].wrapping_add(1);
+            self.slots[slot as usize].generation =
+                self.slots[slot as usize].generation.wrapping_add(1);
             self.schedule_fill(slot, d);
             return Ok((d, false));
         }
@@ -866,17 +908,15 @@ impl FlashCache {
     /// and logical page (the same count for every workload on the device). Nothing otherwise.
     pub fn plan_corruptions(&mut self, from_ns: u64, until_ns: u64) {
         use rand::{Rng, SeedableRng};
-        let config = self.ssd.config();
-        if config.flexecc.injection != crate::ecc::flex::Injection::Points
-            || config.ecc.rber_base <= 0.0
-            || until_ns <= from_ns
-        {
+        let Some((rber, seed)) = self.ssd.point_injection() else {
+            return;
+        };
+        if until_ns <= from_ns {
             return;
         }
         let pages = self.ssd.logical_bytes() / self.block_bytes;
-        let n = (config.ecc.rber_base * self.ssd.logical_bytes() as f64 * 8.0).round() as u64;
-        let mut rng =
-            rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(self.ssd.seed() ^ 0xC022_0F71_1A5E);
+        let n = (rber * self.ssd.logical_bytes() as f64 * 8.0).round() as u64;
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xC022_0F71_1A5E);
         self.points = (0..n)
             .map(|_| (rng.gen_range(from_ns..until_ns), rng.gen_range(0..pages)))
             .collect();
@@ -935,34 +975,42 @@ impl FlashCache {
         let target = if slot != NONE {
             slot
         } else {
-            // A miss: the set's LRU block is the likely victim.
+            // A miss: the set's next empty block while it fills, then its LRU block.
             let set = self.set_of(block) as usize;
             if stage == 1 {
                 prefetch(&self.tail, set);
+                prefetch(&self.filled, set);
                 return;
             }
-            let victim = self.tail[set];
+            let victim = if self.filled[set] < self.ways {
+                set as u32 * self.ways + self.filled[set]
+            } else {
+                self.tail[set]
+            };
             if victim == NONE {
                 return;
             }
             if stage == 2 {
-                prefetch(&self.tag, victim as usize);
-            } else if let Some(&old) = self.tag.get(victim as usize) {
-                if old != u64::MAX {
-                    prefetch(&self.map, old as usize);
+                prefetch(&self.slots, victim as usize);
+            } else if let Some(old) = self.slots.get(victim as usize) {
+                // Its block's map entry is cleared, and its LRU neighbour becomes the tail.
+                if old.tag != u64::MAX {
+                    prefetch(&self.map, old.tag as usize);
                 }
+                prefetch(&self.slots, old.prev as usize);
             }
             victim
         };
         let s = target as usize;
         match stage {
-            1 | 2 => {
-                prefetch(&self.tag, s);
-                prefetch(&self.prev, s);
-                prefetch(&self.next, s);
-                prefetch(&self.generation, s);
-                prefetch(&self.dirty, s);
+            1 => prefetch(&self.slots, s),
+            2 if slot != NONE => {
+                // A hit moves the block to the MRU end: its LRU neighbours are relinked.
+                let hit = &self.slots[s];
+                prefetch(&self.slots, hit.prev as usize);
+                prefetch(&self.slots, hit.next as usize);
             }
+            2 => {}
             _ => {
                 let op = if write || slot == NONE {
                     Op::Write
@@ -979,14 +1027,16 @@ impl FlashCache {
     pub fn flush_all(&mut self) -> Result<u64, CacheError> {
         self.run_fills(u64::MAX)?;
         let mut t = self.busy_until_ns.max(self.ssd.now_ns());
-        for slot in 0..self.tag.len() as u32 {
-            if self.dirty[slot as usize] {
+        for slot in 0..self.slots.len() as u32 {
+            if self.slots[slot as usize].dirty {
                 t = t.max(self.clean(slot, t)?);
             }
         }
         Ok(t)
     }
+}
 
+impl FlashCache {
     /// Generate `spec`'s requests for this cache, serve them (metadata mode), issue the fills
     /// still due; the report: `{"cache": ..., "ssd": ...}`.
     pub fn run_workload(
@@ -1047,7 +1097,7 @@ impl FlashCache {
             "mean_ssd_response_ns": mean(l.iter().sum(), ssd_requests),
             "mean_ssd_read_response_ns": mean(l[2] + l[3], c.host_reads + c.flush_reads),
             "mean_ssd_write_response_ns": mean(l[0] + l[1], c.dirty_writes + c.clean_writes),
-            "cache_blocks": self.tag.len(),
+            "cache_blocks": self.slots.len(),
             "sets": self.sets,
             "associativity": self.ways,
             "disk": serde_json::to_value(self.disk.counters()).expect("counters serialise"),
