@@ -1,0 +1,81 @@
+//! FlexECC's read latency in closed form on the `flexecc` preset: on an idle device a 4 KiB
+//! host read is the array read (25 µs), the page's transfer over the channel (4096 B at
+//! 800 MT/s × 1 B = 5.12 µs), its decode by its own code (CRC 0.8 µs, BCH 5 µs when clean)
+//! and the host link (4096 B at 3938 MB/s, rounded up: 1.041 µs), exactly.
+
+use ssdlab_core::request::Reliability;
+use ssdlab_core::{presets, Device, Hint, HostRequest, Op};
+
+const ARRAY_READ_NS: u64 = 25_000;
+const CHANNEL_NS: u64 = 5_120;
+const LINK_NS: u64 = 1_041;
+const CRC_DECODE_NS: u64 = 800;
+const BCH_CLEAN_DECODE_NS: u64 = 5_000;
+
+fn device(mode: &str) -> Device {
+    let pairs: Vec<(String, String)> = [
+        ("geometry.channels", "2"),
+        ("geometry.chips_per_channel", "1"),
+        ("geometry.blocks_per_plane", "64"),
+        ("flexecc.mode", mode),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let text = presets::get("flexecc").expect("preset");
+    Device::from_toml(text, "flexecc", &pairs, 1, false).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn request(op: Op, unit: u64, reliability: Option<Reliability>) -> HostRequest {
+    let mut req = HostRequest::new(op, unit * 4096, 4096);
+    req.hint = Hint {
+        reliability,
+        ..Default::default()
+    };
+    req
+}
+
+/// Write unit 0 dirty and unit 1 clean (a cache fill), then read each alone on the idle
+/// device: their latencies.
+fn clean_and_dirty_read_ns(dev: &mut Device) -> (u64, u64) {
+    dev.submit(&request(Op::Write, 0, Some(Reliability::Dirty)), None, None)
+        .unwrap();
+    dev.submit(&request(Op::Write, 1, Some(Reliability::Clean)), None, None)
+        .unwrap();
+    let mut read = |unit| {
+        dev.advance_to(dev.now_ns() + 10_000_000);
+        dev.submit(&request(Op::Read, unit, None), None, None)
+            .unwrap()
+            .latency_ns()
+    };
+    let dirty = read(0);
+    let clean = read(1);
+    (clean, dirty)
+}
+
+#[test]
+fn a_clean_page_read_costs_the_crc_decode_and_a_dirty_one_the_bch_decode() {
+    let mut flex = device("flex");
+    let d = flex.derived();
+    assert_eq!(
+        (d.read_ns[0], d.page_transfer_ns),
+        (ARRAY_READ_NS, CHANNEL_NS)
+    );
+    let (clean, dirty) = clean_and_dirty_read_ns(&mut flex);
+    assert_eq!(clean, ARRAY_READ_NS + CHANNEL_NS + CRC_DECODE_NS + LINK_NS);
+    assert_eq!(
+        dirty,
+        ARRAY_READ_NS + CHANNEL_NS + BCH_CLEAN_DECODE_NS + LINK_NS
+    );
+    let c = flex.flexecc_json().unwrap();
+    assert_eq!(
+        (c["crc_reads"].as_u64(), c["bch_reads"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    // All-BCH: both pages decode with BCH.
+    let mut base = device("all_bch");
+    let (clean, dirty) = clean_and_dirty_read_ns(&mut base);
+    let bch = ARRAY_READ_NS + CHANNEL_NS + BCH_CLEAN_DECODE_NS + LINK_NS;
+    assert_eq!((clean, dirty), (bch, bch));
+}
