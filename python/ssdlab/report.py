@@ -50,6 +50,8 @@ LABELS = {
 
 REPORT_DIR = "report"
 
+DIE_UTILISATION = "die_utilisation"
+
 
 class ReportError(SsdlabError):
     """The report cannot be made: no results, or a [report] naming what the results lack."""
@@ -102,7 +104,7 @@ def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = Non
     # the named ones. Only the seeds are averaged.
     series_keys = list(series_keys or [])
     series_keys += [k for k in varying if k != x and k not in series_keys]
-    metrics = list(settings.get("metrics") or DEFAULT_METRICS)
+    metrics = with_die_utilisation(list(settings.get("metrics") or DEFAULT_METRICS), ok.columns)
     for key in [x, *series_keys]:
         if key not in axes:
             raise ReportError(
@@ -142,6 +144,21 @@ def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = Non
     return Report(
         title=title, markdown=markdown, path=path, tables=tables, failed=failed, runs=len(results)
     )
+
+
+#: Result columns that are a throughput or a latency (die utilisation goes beside them).
+_SPEED_MARKS = ("iops", "_us", "_ms", "response", "latency", "throughput", "per_s", "mbps")
+
+
+def with_die_utilisation(metrics: list[str], columns: Any) -> list[str]:
+    """``metrics`` with ``die_utilisation`` (every run's share of die time busy) after the
+    last throughput or latency metric (else last), when the results have it and the list
+    lacks it: how busy the flash was explains most of a study's speed differences."""
+    if DIE_UTILISATION in metrics or DIE_UTILISATION not in columns:
+        return metrics
+    speed = [i for i, m in enumerate(metrics) if any(mark in m for mark in _SPEED_MARKS)]
+    at = speed[-1] + 1 if speed else len(metrics)
+    return [*metrics[:at], DIE_UTILISATION, *metrics[at:]]
 
 
 def _series_label(keys: list[str], values: tuple[Any, ...]) -> str:
@@ -263,7 +280,9 @@ def _plot(
 
 
 def _cell(cell: tuple[float, float, int] | None) -> str:
-    if cell is None:
+    """A mean (± its deviation); empty where there is none: no run, or a metric the run does
+    not have (a write-only workload's read latency is NaN)."""
+    if cell is None or math.isnan(cell[0]):
         return ""
     mean, std, count = cell
     text = _number(mean)
@@ -306,6 +325,8 @@ def _markdown(table: MetricTable) -> list[str]:
 
 def _change(first: tuple[float, float, int] | None, second: tuple[float, float, int] | None) -> str:
     if first is None or second is None or first[0] == 0:
+        return ""
+    if math.isnan(first[0]) or math.isnan(second[0]):
         return ""
     return f"{100 * (second[0] - first[0]) / abs(first[0]):+.1f}%"
 

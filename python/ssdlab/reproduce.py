@@ -54,11 +54,16 @@ def load(name: str, scale: str = DEFAULT_SCALE) -> spec_mod.Spec:
 
 def extra_report(name: str, out_dir: str) -> str:
     """A study's own table beyond the sweep report (markdown; "" for most studies): the
-    NoFTL fio study's compact table and the database study's slowdown factors."""
+    NoFTL fio study's compact table, the database study's slowdown factors and FlexECC's
+    predicted against measured gain."""
     if name == "noftl":
         from ssdlab.noftl_report import write_fio_table
 
         return write_fio_table(out_dir)
+    if name == "flexecc":
+        from ssdlab.flexecc_report import write_gain_table
+
+        return write_gain_table(out_dir)
     if name == "noftl-db":
         from ssdlab.noftl_report import write_slowdown
 

@@ -167,6 +167,11 @@ impl Disk {
         }
     }
 
+    /// When the actuator is free (the end of the last access).
+    pub fn free_ns(&self) -> u64 {
+        self.free_ns
+    }
+
     pub fn counters(&self) -> DiskCounters {
         self.counters
     }

@@ -21,7 +21,8 @@
 //! to the application, never data.
 //!
 //! **Scrubber.** In idle time the scrubber reads the cache's EDC pages round robin at
-//! `scrub_pages_per_s`; a corrupt one is fetched again from the disk before the host asks.
+//! `scrub_pages_per_s`, each while the disk is idle; a corrupt one is fetched again from the
+//! disk before the host asks.
 //!
 //! Time: every SSD access is timed by the device's reservation path at its issue time; the
 //! disk is timed by [`disk::Disk`]. A request's response time is from its arrival to the last
@@ -698,6 +699,12 @@ impl<S: CacheSsd> FlashCache<S> {
         let with_data = self.disk.stores_data();
         for i in 0..pages {
             let at = from + i * step;
+            if self.disk.free_ns() > at {
+                // What the scrubber finds needs the disk, and the host's misses come first: it
+                // waits for an idle disk (else, at a high RBER, its refetches queue without
+                // bound in front of the host's).
+                continue;
+            }
             // The next cached clean block in the EDC region, at most one lap away.
             let mut found = None;
             for _ in 0..slots {
@@ -1092,6 +1099,7 @@ impl FlashCache {
         let mut out = serde_json::to_value(c).expect("counters serialise");
         let extra = serde_json::json!({
             "mean_response_ns": mean(c.read_response_ns + c.write_response_ns, c.reads + c.writes),
+            "read_hit_ratio": mean(c.read_hits, c.read_hits + c.read_misses),
             "mean_read_response_ns": mean(c.read_response_ns, c.reads),
             "mean_write_response_ns": mean(c.write_response_ns, c.writes),
             "mean_ssd_response_ns": mean(l.iter().sum(), ssd_requests),
