@@ -233,7 +233,6 @@ fn bad_input_names_the_option() {
         ("ecc.rber_base", "-1e-9", "ecc.rber_base"),
         ("ecc.correctable_bits", "0", "ecc.correctable_bits"),
         ("ftl.gc_copyback", "true", "ftl.gc_copyback"),
-        ("controller.scheduler", "priority", "controller.scheduler"),
         ("placement.handles", "1", "flexecc.edc_handle"),
         ("flexecc.mode", "bch", "flexecc.mode"),
     ] {

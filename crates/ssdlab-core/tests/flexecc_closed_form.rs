@@ -1,10 +1,11 @@
 //! FlexECC's read latency in closed form on the `flexecc` preset: on an idle device a 4 KiB
 //! host read is the array read (25 µs), the page's transfer over the channel (4096 B at
 //! 800 MT/s × 1 B = 5.12 µs), its decode by its own code (CRC 0.8 µs, BCH 5 µs when clean)
-//! and the host link (4096 B at 3938 MB/s, rounded up: 1.041 µs), exactly.
+//! and the host link (4096 B at 3938 MB/s, rounded up: 1.041 µs), exactly, on every
+//! scheduler (the reservation path and the event engine), with or without suspend.
 
 use ssdlab_core::request::Reliability;
-use ssdlab_core::{presets, Device, Hint, HostRequest, Op};
+use ssdlab_core::{presets, Device, Hint, HostRequest, Loop, Op, RunSpec, VecSource};
 
 const ARRAY_READ_NS: u64 = 25_000;
 const CHANNEL_NS: u64 = 5_120;
@@ -13,11 +14,17 @@ const CRC_DECODE_NS: u64 = 800;
 const BCH_CLEAN_DECODE_NS: u64 = 5_000;
 
 fn device(mode: &str) -> Device {
+    device_on(mode, "fcfs", "false")
+}
+
+fn device_on(mode: &str, scheduler: &str, suspend: &str) -> Device {
     let pairs: Vec<(String, String)> = [
         ("geometry.channels", "2"),
         ("geometry.chips_per_channel", "1"),
         ("geometry.blocks_per_plane", "64"),
         ("flexecc.mode", mode),
+        ("controller.scheduler", scheduler),
+        ("cell.suspend", suspend),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -36,21 +43,38 @@ fn request(op: Op, unit: u64, reliability: Option<Reliability>) -> HostRequest {
 }
 
 /// Write unit 0 dirty and unit 1 clean (a cache fill), then read each alone on the idle
-/// device: their latencies.
+/// device: their latencies. Requests go through runs, which the event engine serves on every
+/// scheduler but `fcfs` (and with suspend on).
 fn clean_and_dirty_read_ns(dev: &mut Device) -> (u64, u64) {
-    dev.submit(&request(Op::Write, 0, Some(Reliability::Dirty)), None, None)
-        .unwrap();
-    dev.submit(&request(Op::Write, 1, Some(Reliability::Clean)), None, None)
-        .unwrap();
+    run(
+        dev,
+        vec![
+            request(Op::Write, 0, Some(Reliability::Dirty)),
+            request(Op::Write, 1, Some(Reliability::Clean)),
+        ],
+    );
     let mut read = |unit| {
         dev.advance_to(dev.now_ns() + 10_000_000);
-        dev.submit(&request(Op::Read, unit, None), None, None)
-            .unwrap()
-            .latency_ns()
+        let job = run(dev, vec![request(Op::Read, unit, None)]);
+        let clat = &job["read"]["clat_ns"];
+        assert_eq!(clat["min"], clat["max"]);
+        clat["max"].as_u64().unwrap()
     };
     let dirty = read(0);
     let clean = read(1);
     (clean, dirty)
+}
+
+fn run(dev: &mut Device, requests: Vec<HostRequest>) -> serde_json::Value {
+    dev.run_to_end(RunSpec {
+        name: "job".into(),
+        source: Box::new(VecSource::new(requests)),
+        queue_depth: 1,
+        pacing: Loop::Closed,
+        runtime_ns: None,
+        ramp_ns: None,
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -78,4 +102,35 @@ fn a_clean_page_read_costs_the_crc_decode_and_a_dirty_one_the_bch_decode() {
     let (clean, dirty) = clean_and_dirty_read_ns(&mut base);
     let bch = ARRAY_READ_NS + CHANNEL_NS + BCH_CLEAN_DECODE_NS + LINK_NS;
     assert_eq!((clean, dirty), (bch, bch));
+}
+
+#[test]
+fn every_scheduler_times_the_codecs_as_fcfs_does() {
+    let fcfs = clean_and_dirty_read_ns(&mut device("flex"));
+    let base = clean_and_dirty_read_ns(&mut device("all_bch"));
+    for (scheduler, suspend) in [
+        ("priority", "false"),
+        ("priority", "true"),
+        ("out_of_order", "false"),
+    ] {
+        let mut flex = device_on("flex", scheduler, suspend);
+        assert_eq!(
+            clean_and_dirty_read_ns(&mut flex),
+            fcfs,
+            "{scheduler}, suspend {suspend}"
+        );
+        let c = flex.flexecc_json().unwrap();
+        assert_eq!(
+            (c["crc_reads"].as_u64(), c["bch_reads"].as_u64()),
+            (Some(1), Some(1))
+        );
+        assert_eq!((owner(&flex, 0), owner(&flex, 1)), (0, 1), "{scheduler}");
+        let mut all_bch = device_on("all_bch", scheduler, suspend);
+        assert_eq!(clean_and_dirty_read_ns(&mut all_bch), base, "{scheduler}");
+    }
+}
+
+fn owner(dev: &Device, unit: u64) -> u32 {
+    let pu = dev.ftl().mapped(unit).expect("unit is mapped");
+    dev.ftl().block_handle_of(pu)
 }

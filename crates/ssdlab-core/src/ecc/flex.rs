@@ -24,7 +24,7 @@
 //! `flexecc.mode = "all_bch"` is the baseline: the same hints are received and counted, every
 //! page is BCH; `"flex"` honours them; `"off"` (the default) leaves the device as it was.
 
-use crate::config::{Config, ConfigError, SchedulerKind};
+use crate::config::{Config, ConfigError};
 use crate::request::{Hint, Reliability};
 use serde::{Deserialize, Serialize};
 
@@ -163,14 +163,6 @@ pub fn validate(
                  region; raise placement.handles to add one), got {}",
                 config.placement.handles, f.edc_handle
             ),
-        ));
-    }
-    if config.controller.scheduler != SchedulerKind::Fcfs || config.cell.suspend {
-        return Err(invalid(
-            "controller.scheduler",
-            "FlexECC's codec model times requests on the reservation path: expected \
-             controller.scheduler = \"fcfs\" and cell.suspend = false"
-                .into(),
         ));
     }
     if config.ftl.gc_copyback {

@@ -751,6 +751,13 @@ impl Device {
             let next = self.engine().txns[id as usize].group_next;
             let now = self.engine().now_ns;
             let t = self.engine().txns[id as usize];
+            if self.flex && t.decode_pages > 0 && !t.sampled {
+                // FlexECC: each page by its own code (host/flexecc.rs).
+                let (extra, bad) = self.flex_engine_decode(t.ppa, t.decode_pages, now);
+                let tt = &mut self.engine().txns[id as usize];
+                (tt.sampled, tt.extra_decode_ns, tt.uncorrectable) = (true, extra, bad);
+            }
+            let t = self.engine().txns[id as usize];
             if t.decode_pages > 0 && self.config.ecc.rber_base > 0.0 && !t.sampled {
                 let mut retries = 0;
                 let mut extra = 0;
@@ -935,6 +942,11 @@ impl Device {
                     self.relocate_data(src, dst);
                     let program = self.gc_program_txn(dst, class, request, background, true);
                     let read = self.gc_read_txn(src, class, batch, request, background);
+                    if self.flex {
+                        // Decoded by the source's code, encoded by the destination's.
+                        self.engine().txns[read as usize].after_ns =
+                            self.flex_gc_codec_ns(src, dst);
+                    }
                     self.engine().txns[read as usize].next = program;
                     ready_now.push(read);
                 }
@@ -1114,8 +1126,20 @@ impl Device {
         let page = self.page_size() as u64;
         let (first_unit, units, start) = self.split_and_charge_cpu(req, issue_ns);
         let result = match req.op {
-            Op::Read => self.engine_read(req, start, first_unit, units, slot),
-            Op::Write => self.engine_write(req, start, first_unit, units, slot),
+            Op::Read => {
+                let read = self.engine_read(req, start, first_unit, units, slot);
+                if self.flex && read.is_ok() {
+                    self.flex_note_read(req, first_unit, units, None);
+                }
+                read
+            }
+            Op::Write => {
+                let write = self.engine_write(req, start, first_unit, units, slot);
+                if self.flex && write.is_ok() {
+                    self.flex_note_write(req, first_unit, units, start);
+                }
+                write
+            }
             Op::Trim => {
                 self.execute_trim(req, first_unit, units);
                 Ok(())
@@ -1264,9 +1288,9 @@ impl Device {
         units: u64,
         slot: u32,
     ) -> Result<(), DeviceError> {
-        let handle = self.placement.resolve(&req.hint)?;
+        let resolved = self.placement.resolve(&req.hint)?;
+        let (handle, encode) = self.flex_write_handle(req, resolved);
         let unit_bytes = self.unit_bytes;
-        let encode = self.derived.encode_ns;
         let buffer_pages = self.config.controller.write_buffer_pages;
         for i in 0..units {
             let unit = first_unit + i;

@@ -2,8 +2,8 @@
 //! goes to, the codec time of each page by its code, the bit errors of a read and what the code
 //! makes of them, and the page-state transitions of host writes, flush reads and trims.
 //!
-//! Only the reservation path runs them (`validate` asks for `controller.scheduler = "fcfs"`
-//! with FlexECC on), and nothing here runs while `flexecc.mode = "off"`.
+//! Both the reservation path and the event engine (every scheduler, with or without suspend)
+//! call them, at the same points of a request; nothing here runs while `flexecc.mode = "off"`.
 
 use super::Device;
 use crate::config::{Config, Derived};
@@ -218,6 +218,21 @@ impl Device {
             flex.on_host_read(code, errors.bit_errors > 0, failed);
         }
         (transferred_ns + decode, failed)
+    }
+
+    /// The event engine's decode of a host read of `pages` pages from `ppa` whose data is on
+    /// the controller at `now_ns`: each page by its own code, as [`Device::flex_decode`] does on
+    /// the reservation path. Returns (the decode time beyond the engine's device-wide
+    /// `decode_ns`, whether a page failed).
+    pub(super) fn flex_engine_decode(&mut self, ppa: u32, pages: u32, now_ns: u64) -> (u64, bool) {
+        let mut ready = now_ns + self.derived.decode_ns;
+        let mut failed = false;
+        for page in ppa..ppa + pages.max(1) {
+            let (done, bad) = self.flex_decode(page, now_ns);
+            ready = ready.max(done);
+            failed |= bad;
+        }
+        (ready - now_ns - self.derived.decode_ns, failed)
     }
 
     /// Flip one bit of the page holding the logical unit at byte `offset` (a planned
