@@ -150,7 +150,7 @@ fn gc_reprotects_flushed_pages_on_every_scheduler() {
                 .map(|u| request(Op::Write, u, Some(Reliability::Dirty)))
                 .collect(),
         );
-        let flushed: Vec<u64> = (0..n).filter(|u| u % 3 == 0).collect();
+        let flushed: Vec<u64> = (0..n).filter(|u| u.is_multiple_of(3)).collect();
         run(
             &mut dev,
             flushed
@@ -169,7 +169,8 @@ fn gc_reprotects_flushed_pages_on_every_scheduler() {
                     .wrapping_mul(6_364_136_223_846_793_005)
                     .wrapping_add(1_442_695_040_888_963_407);
                 let unit = (x >> 33) % n;
-                (unit % 3 != 0).then(|| request(Op::Write, unit, Some(Reliability::Dirty)))
+                (!unit.is_multiple_of(3))
+                    .then(|| request(Op::Write, unit, Some(Reliability::Dirty)))
             })
             .collect();
         run(&mut dev, rewrites);
@@ -181,7 +182,9 @@ fn gc_reprotects_flushed_pages_on_every_scheduler() {
             "{scheduler}: {c}"
         );
         assert!(moved_to_edc * 2 > flushed.len() as u64, "{scheduler}: {c}");
-        assert!((0..n).filter(|u| u % 3 != 0).all(|u| owner(&dev, u) == 0));
+        assert!((0..n)
+            .filter(|u| !u.is_multiple_of(3))
+            .all(|u| owner(&dev, u) == 0));
         dev.ftl().check_invariants().unwrap();
         seen.push(moved_to_edc);
     }
