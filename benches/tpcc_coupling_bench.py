@@ -14,10 +14,11 @@ device simulation's time per I/O beside it. The two databases must end with the 
 The pair runs ``--rounds`` times (3), alternating, and the median round's figures are reported
 with every round's ratio: on a shared machine one run now and then is slowed by others.
 ``--clock cpu`` times both runs by this process's CPU time (``time.process_time``) instead of
-wall time: on a machine that others load, wall times spread by 0.5x between rounds while CPU
-times stay within a few percent (the coupling is single-threaded and synchronous, so its CPU
-time is its wall time on a quiet machine). ``--backend native`` runs the device side on native
-flash under the host FTL (:mod:`ssdlab.sqlite.hostftl`, NoFTL) instead.
+wall time: it leaves out the time the process waits for a core while others' builds run, not
+the slowdown of sharing caches and cores with them, so it still spreads on a busy machine
+(the coupling is single-threaded and synchronous: on a quiet machine both clocks agree).
+``--backend native`` runs the device side on native flash under the host FTL
+(:mod:`ssdlab.sqlite.hostftl`, NoFTL) instead.
 
 Run with ``make bench`` (or ``python benches/tpcc_coupling_bench.py [--transactions N]``);
 ``tests/test_sqlite_bench.py`` runs it tiny.
