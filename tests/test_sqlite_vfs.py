@@ -941,20 +941,26 @@ def test_the_device_holds_exactly_what_the_vfs_wrote():
     con.close()
 
 
-def test_the_wal_page_fast_path_sends_what_the_general_path_sends():
-    # With crash tracking every write takes DeviceStore.write's general path; without it a WAL
-    # frame's page is gathered straight from xWrite. Device, hints and counters must agree.
+@pytest.mark.parametrize("crash_tracking", [False, True])
+def test_the_fast_paths_send_what_the_general_path_sends(monkeypatch, crash_tracking: bool):
+    # DeviceFile.fast off: every read and write takes DeviceStore's general path. On: common
+    # reads and WAL frame pages are inlined in xRead / xWrite. Device, hints, counters and the
+    # query results must agree (crash tracking keeps writes on the general path).
     from ssdlab import oltp
+    from ssdlab.sqlite.vfs import DeviceFile
 
     results = []
-    for crash_tracking in (True, False):
+    for fast in (False, True):
+        monkeypatch.setattr(DeviceFile, "fast", fast)
         dev = ssdlab.Device("seassd", store_data=True, seed=1, overrides=SEASSD_SMALL)
         conn = sq.connect(dev, "t.db", hints=True, cpu="zero", crash_tracking=crash_tracking)
         wl = oltp.load("tpcc", conn, seed=1, warehouses=1, population=0.02)
         oltp.run(wl, conn, clock=conn.clock_ns, seed=2, transactions=60)
         stats = conn.stats()
         counters = {k: v for k, v in stats["connection"].items() if "ns" not in k}
-        results.append((conn.clock_ns(), counters, stats["hints"], dev.stats()))
+        digest = oltp.content_digest(conn, ("stock", "orders", "order_line", "customer"))
+        results.append((conn.clock_ns(), counters, stats["hints"], dev.stats(), digest))
         conn.close()
     assert results[0][1]["io_calls"] > 1000
+    assert results[0][1]["reads"] > 100
     assert results[0] == results[1]
