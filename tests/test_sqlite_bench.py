@@ -38,3 +38,15 @@ def test_tpcc_coupling_bench_tiny(capsys):
     assert result["tmpfs_s"] > 0
     assert result["device_s"] > 0
     assert 0 < result["vfs_us_per_io"] < 10_000
+
+
+@pytest.mark.bench
+def test_tpcc_coupling_bench_by_cpu_time(capsys):
+    bench = load_bench("tpcc_coupling_bench")
+    with capsys.disabled():
+        result = bench.main(
+            ["--population", "0.02", "--transactions", "50", "--rounds", "1", "--clock", "cpu"]
+        )
+    assert result["clock"] == "cpu"
+    assert result["tmpfs_s"] > 0
+    assert result["device_s"] > 0

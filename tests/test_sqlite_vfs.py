@@ -37,6 +37,15 @@ QUERIES = [
 ]
 
 
+#: The seassd preset's cells on 2 dies x 2 planes (the TPC-C coupling benchmark's device).
+SEASSD_SMALL = {
+    "geometry.channels": 2,
+    "geometry.chips_per_channel": 1,
+    "geometry.blocks_per_plane": 160,
+    "geometry.pages_per_block": 32,
+}
+
+
 def tiny_device(*extra: str, cls: type[ssdlab.Device] = ssdlab.Device) -> ssdlab.Device:
     return cls(PRESET, overrides=[*TINY_OVERRIDES, *extra], store_data=True)
 
@@ -930,3 +939,28 @@ def test_the_device_holds_exactly_what_the_vfs_wrote():
         assert content == bytes(stored.mirror), stored.name
     assert store.counters().reads == reads  # untimed, uncounted
     con.close()
+
+
+@pytest.mark.parametrize("crash_tracking", [False, True])
+def test_the_fast_paths_send_what_the_general_path_sends(monkeypatch, crash_tracking: bool):
+    # DeviceFile.fast off: every read and write takes DeviceStore's general path. On: common
+    # reads and WAL frame pages are inlined in xRead / xWrite. Device, hints, counters and the
+    # query results must agree (crash tracking keeps writes on the general path).
+    from ssdlab import oltp
+    from ssdlab.sqlite.vfs import DeviceFile
+
+    results = []
+    for fast in (False, True):
+        monkeypatch.setattr(DeviceFile, "fast", fast)
+        dev = ssdlab.Device("seassd", store_data=True, seed=1, overrides=SEASSD_SMALL)
+        conn = sq.connect(dev, "t.db", hints=True, cpu="zero", crash_tracking=crash_tracking)
+        wl = oltp.load("tpcc", conn, seed=1, warehouses=1, population=0.02)
+        oltp.run(wl, conn, clock=conn.clock_ns, seed=2, transactions=60)
+        stats = conn.stats()
+        counters = {k: v for k, v in stats["connection"].items() if "ns" not in k}
+        digest = oltp.content_digest(conn, ("stock", "orders", "order_line", "customer"))
+        results.append((conn.clock_ns(), counters, stats["hints"], dev.stats(), digest))
+        conn.close()
+    assert results[0][1]["io_calls"] > 1000
+    assert results[0][1]["reads"] > 100
+    assert results[0] == results[1]

@@ -225,7 +225,6 @@ class Connection:
     def in_transaction(self) -> bool:
         return not self._call(self._raw.get_autocommit)
 
-
     # -- PEP 249 -----------------------------------------------------------------------------
 
     def cursor(self) -> Cursor:

@@ -15,12 +15,19 @@ which keeps the WAL index in the connection's heap: one connection per database 
 from __future__ import annotations
 
 import itertools
+from time import perf_counter_ns
 from typing import Any
 
 import apsw
 
 from ssdlab.errors import DeviceError
-from ssdlab.sqlite.store import DeviceStore, StoredFile, _sqlite_error, device_error_as_sqlite
+from ssdlab.sqlite.store import (
+    LOG_BUFFER_BYTES,
+    DeviceStore,
+    StoredFile,
+    _sqlite_error,
+    device_error_as_sqlite,
+)
 
 _LOCK_NONE, _LOCK_SHARED, _LOCK_RESERVED, _LOCK_PENDING, _LOCK_EXCLUSIVE = range(5)
 
@@ -101,18 +108,96 @@ class DeviceFile:
         except DeviceError as error:
             raise device_error_as_sqlite(error, self.stored.name) from error
 
+    #: The inlined common cases of xRead and xWrite (off: every call takes DeviceStore's
+    #: general path, the reference the tests compare them with).
+    fast = True
+
     # Reads and writes are _io on a live handle, inline: SQLite calls them most often.
     def xRead(self, amount: int, offset: int) -> bytes:
-        if self.generation != self.store.generation or self.closed:
+        store = self.store
+        if self.generation != store.generation or self.closed:
             return b""
+        stored = self.stored
+        extent = store.extent_bytes
+        within = offset % extent
+        # The common read: whole, inside one extent, no log writes waiting, no host-time
+        # model (what DeviceStore.read does for it, without its general checks).
+        if (
+            self.fast
+            and not stored.log_length
+            and 0 < amount <= stored.size - offset
+            and within + amount <= extent
+        ):
+            host = store.active or store.idle_host
+            if not host.cpu_wall:
+                start = perf_counter_ns()
+                hinter = store.hinter
+                try:
+                    if hinter.pending_predictions:
+                        hinter.send_predictions()
+                    device_offset = stored.extents[offset // extent] * extent + within
+                    data, failed = store._submit("read", device_offset, amount, None, None)
+                except DeviceError as error:
+                    raise device_error_as_sqlite(error, stored.name) from error
+                after = perf_counter_ns()
+                counters = host.counters
+                counters.device_ns += after - start
+                counters.reads += 1
+                counters.read_bytes += amount
+                if stored.freelist is not None:
+                    store._observe_main_read(stored, data, offset)
+                end = perf_counter_ns()
+                counters.io_calls += 1
+                counters.vfs_ns += end - after
+                host.last_wall_ns = end
+                if failed:
+                    counters.read_errors += 1
+                    raise _sqlite_error(
+                        apsw.SQLITE_IOERR_READ,
+                        f"{stored.name}: the device reported {amount} bytes at offset {offset} "
+                        "uncorrectable",
+                    )
+                return data
         try:
             return self.store.read(self.stored, amount, offset)
         except DeviceError as error:
             raise device_error_as_sqlite(error, self.stored.name) from error
 
     def xWrite(self, data: Any, offset: int) -> None:
-        if self.generation != self.store.generation or self.closed:
+        store = self.store
+        if self.generation != store.generation or self.closed:
             return
+        stored = self.stored
+        # Half of all writes: a WAL frame's page right after its header, gathered in the log
+        # buffer (what DeviceStore.write does for it, without its general checks; a page is
+        # never observed, only headers are).
+        length = len(data)
+        gathered = stored.log_length
+        if (
+            self.fast
+            and gathered
+            and length == stored.wal_page_size
+            and offset == stored.log_offset + gathered
+            and gathered + length <= LOG_BUFFER_BYTES
+            and stored.mirror is None
+            and offset + length <= len(stored.extents) * store.extent_bytes
+        ):
+            start = perf_counter_ns()
+            host = store.active or store.idle_host
+            if not host.cpu_wall:
+                if host.hints:
+                    store.hinter.counters.dyn += 1
+                stored.log_buffer[gathered : gathered + length] = data
+                stored.log_length = gathered + length
+                stored.written_since_checkpoint += length
+                if offset + length > stored.size:
+                    stored.size = offset + length
+                counters = host.counters
+                end = perf_counter_ns()
+                counters.io_calls += 1
+                counters.vfs_ns += end - start
+                host.last_wall_ns = end
+                return
         try:
             self.store.write(self.stored, bytes(data), offset)
         except DeviceError as error:

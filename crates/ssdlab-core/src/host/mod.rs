@@ -1224,7 +1224,7 @@ impl Device {
         // 4 KiB per write was 4,400 instructions under callgrind); a partial write starts from
         // the old copy's bytes.
         let mut content: Box<[u8]> = match (outcome.old.and_then(|old| store.get(old)), incoming) {
-            (_, Some(bytes)) if !partial => return store.put(outcome.new, bytes.into()),
+            (_, Some(bytes)) if !partial => return store.put_copy(outcome.new, bytes),
             (Some(old), _) if partial => old.into(),
             _ => vec![0u8; size as usize].into_boxed_slice(),
         };
