@@ -899,6 +899,8 @@ impl Device {
         // the program before it (programs of one frontier go in order).
         let mut feeder = NONE;
         let copyback = self.config.ftl.gc_copyback;
+        // Copyback moves are counted once for the whole list (the same sums, fewer updates).
+        let (mut copybacks, mut copyback_ns) = (0u64, 0u64);
         for op in ops {
             // The die of a copyback move (source and destination on one die), or NONE.
             let copyback_die = match *op {
@@ -920,8 +922,8 @@ impl Device {
                     let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
                     let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
                     let busy = t_read + t_prog;
-                    self.count_gc_read(t_read, false, background);
-                    self.count_gc_program(t_prog, false, background);
+                    copybacks += 1;
+                    copyback_ns += busy;
                     self.relocate_data(src, dst);
                     let die = copyback_die;
                     let e = self.engine();
@@ -1001,6 +1003,7 @@ impl Device {
                 | FlashOp::DeviceCpu { .. } => {}
             }
         }
+        self.count_copybacks(copybacks, copyback_ns, background);
         let e = self.engine();
         if e.batches[batch as usize].reads_left == 0 {
             e.free_batches.push(batch);
@@ -1009,6 +1012,27 @@ impl Device {
             self.enqueue_at(id, now);
         }
         self.engine().scratch_reads = ready_now;
+    }
+
+    /// Count `moves` copyback moves (a GC read and a GC program each, inside the die) whose
+    /// array times sum to `busy_ns`: what `count_gc_read` and `count_gc_program` add per move.
+    fn count_copybacks(&mut self, moves: u64, busy_ns: u64, background: bool) {
+        if moves == 0 {
+            return;
+        }
+        self.flash.array_reads += moves;
+        self.flash.oob_reads += moves;
+        self.flash.programs += moves;
+        self.flash.oob_writes += moves;
+        self.flash.gc_busy_ns += busy_ns;
+        if background {
+            self.flash.gc_background_ns += busy_ns;
+        }
+        let n = moves as u32; // a list holds far fewer moves than 2^32
+        self.work.reads += n;
+        self.work.oob_reads += n;
+        self.work.programs += n;
+        self.work.flash_ns += busy_ns;
     }
 
     /// A cached-mapping FTL's translation work in `ops` as chained transactions of `class`:
