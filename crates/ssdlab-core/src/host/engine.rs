@@ -426,12 +426,18 @@ impl Device {
         // Host reads suspend, read-modify-write reads too (queued as host reads: the write's
         // program waits for them); GC reads do not (suspending for them only delays both).
         let suspends_for = t.class == TxnClass::HostRead;
-        let (die, class) = (t.die, t.class);
+        let (die, class, t_kind) = (t.die, t.class, t.kind);
         e.queues[die as usize * QUEUES + queue_of(t.kind, class)].push_back(id);
         e.queued[die as usize] += 1;
         let d = &mut e.dies[die as usize];
         if !d.is_busy(now) {
-            self.dispatch(die);
+            if e.queued[die as usize] == 1 && d.suspended.is_none() {
+                // Its only transaction: every policy serves a lone candidate (only a
+                // suspension could hold it back), so start it without asking.
+                self.start(die, queue_of(t_kind, class));
+            } else {
+                self.dispatch(die);
+            }
         } else if suspends_for && suspend && d.can_suspend(now) {
             self.suspend_die(die);
         }
@@ -899,21 +905,34 @@ impl Device {
         // What the next packed GC program waits for: the read that fetched its last units, or
         // the program before it (programs of one frontier go in order).
         let mut feeder = NONE;
+        let copyback = self.config.ftl.gc_copyback;
+        // Copyback moves are counted once for the whole list (the same sums, fewer updates).
+        let (mut copybacks, mut copyback_ns) = (0u64, 0u64);
         for op in ops {
-            let copyback_move = matches!(*op, FlashOp::Move { src, dst }
-                if self.config.ftl.gc_copyback && self.geo.die_of(src) == self.geo.die_of(dst));
-            if !copyback_move {
+            // The die of a copyback move (source and destination on one die), or NONE.
+            let copyback_die = match *op {
+                FlashOp::Move { src, dst } if copyback => {
+                    let die = self.geo.die_of(src);
+                    if die == self.geo.die_of(dst) {
+                        die
+                    } else {
+                        NONE
+                    }
+                }
+                _ => NONE,
+            };
+            if copyback_die == NONE {
                 fused = NONE;
             }
             match *op {
-                FlashOp::Move { src, dst } if copyback_move => {
+                FlashOp::Move { src, dst } if copyback_die != NONE => {
                     let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
                     let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
                     let busy = t_read + t_prog;
-                    self.count_gc_read(t_read, false, background);
-                    self.count_gc_program(t_prog, false, background);
+                    copybacks += 1;
+                    copyback_ns += busy;
                     self.relocate_data(src, dst);
-                    let die = self.geo.die_of(src);
+                    let die = copyback_die;
                     let e = self.engine();
                     if fused != NONE && e.txns[fused as usize].die == die {
                         e.txns[fused as usize].array_ns += busy;
@@ -996,6 +1015,7 @@ impl Device {
                 | FlashOp::DeviceCpu { .. } => {}
             }
         }
+        self.count_copybacks(copybacks, copyback_ns, background);
         let e = self.engine();
         if e.batches[batch as usize].reads_left == 0 {
             e.free_batches.push(batch);
@@ -1004,6 +1024,27 @@ impl Device {
             self.enqueue_at(id, now);
         }
         self.engine().scratch_reads = ready_now;
+    }
+
+    /// Count `moves` copyback moves (a GC read and a GC program each, inside the die) whose
+    /// array times sum to `busy_ns`: what `count_gc_read` and `count_gc_program` add per move.
+    fn count_copybacks(&mut self, moves: u64, busy_ns: u64, background: bool) {
+        if moves == 0 {
+            return;
+        }
+        self.flash.array_reads += moves;
+        self.flash.oob_reads += moves;
+        self.flash.programs += moves;
+        self.flash.oob_writes += moves;
+        self.flash.gc_busy_ns += busy_ns;
+        if background {
+            self.flash.gc_background_ns += busy_ns;
+        }
+        let n = moves as u32; // a list holds far fewer moves than 2^32
+        self.work.reads += n;
+        self.work.oob_reads += n;
+        self.work.programs += n;
+        self.work.flash_ns += busy_ns;
     }
 
     /// A cached-mapping FTL's translation work in `ops` as chained transactions of `class`:
@@ -1323,7 +1364,7 @@ impl Device {
             let ppa = outcome.new >> self.unit_shift;
             // The page's program: new with its first unit, gated until the page is full (and
             // until the translation work its mapping needed is done).
-            let p = self.staged_program(ppa);
+            let p = self.staged_program(ppa, !outcome.fills_page);
             {
                 let e = self.engine();
                 if last != NONE {
@@ -1405,8 +1446,10 @@ impl Device {
         plane
     }
 
-    /// The program of host page `ppa`, created gated (one gate: the page filling) on first use.
-    fn staged_program(&mut self, ppa: u32) -> u32 {
+    /// The program of host page `ppa`, created gated (one gate: the page filling) on first use;
+    /// kept in the staged map only while `filling` (a page filled by its first unit never goes
+    /// there: no map node is allocated and freed per write).
+    fn staged_program(&mut self, ppa: u32, filling: bool) -> u32 {
         if let Some(&p) = self.engine().staged_programs.get(&ppa) {
             return p;
         }
@@ -1417,7 +1460,9 @@ impl Device {
         let e = self.engine();
         let p = e.new_txn(program);
         e.queued_work_ns[program.die as usize] += t_prog;
-        e.staged_programs.insert(ppa, p);
+        if filling {
+            e.staged_programs.insert(ppa, p);
+        }
         p
     }
 
@@ -1443,7 +1488,7 @@ impl Device {
             if !self.ftl.pad_page(ppa) {
                 continue;
             }
-            let p = self.staged_program(ppa);
+            let p = self.staged_program(ppa, false);
             self.engine().staged_programs.remove(&ppa);
             self.count_host_program(ppa);
             let e = self.engine();
