@@ -20,7 +20,7 @@ mod power;
 pub mod run;
 mod translation;
 
-pub use native::NativeFlash;
+pub use native::{NativeFlash, PageRead};
 pub use power::RecoveryReport;
 pub use run::{Loop, Progress, RunSpec};
 
