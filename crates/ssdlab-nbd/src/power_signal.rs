@@ -2,7 +2,8 @@
 //! device's power at that instant. The handler only counts the signal (an atomic add is
 //! async-signal-safe); each server compares the count with the signals it has acted on before
 //! it serves its next request and on every turn of its accept loop (at most 50 ms apart), so no
-//! request is served between the signal and the power loss. The device then drops its volatile
+//! request is served between the signal's delivery (when the kernel next runs one of the
+//! process's threads, microseconds to milliseconds after `kill`) and the power loss. The device then drops its volatile
 //! state (mapping, cached translation pages, staged units) and recovers from the OOB area; the
 //! summary reports each loss and what its recovery cost.
 

@@ -36,6 +36,8 @@ fn sigusr1_cuts_the_power_and_every_flushed_write_reads_back() {
     halfway_rx.recv().unwrap();
     // SAFETY: kill with this process's id and a signal the server handles.
     assert_eq!(unsafe { libc::kill(libc::getpid(), libc::SIGUSR1) }, 0);
+    // Delivery waits for the kernel to run one of the process's threads.
+    std::thread::sleep(std::time::Duration::from_millis(100));
     signalled_tx.send(()).unwrap();
     let (mut c, flushed) = client.join().unwrap();
     assert_eq!(flushed, WRITES);
