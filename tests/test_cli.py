@@ -364,7 +364,8 @@ def test_request_log_and_time_series_files(capsys, randrw_job, tmp_path):
     assert lines[0].split(",") == [
         "request", "op", "logical_sector", "size_bytes", "duration_ns", "flash_reads",
         "flash_writes", "oob_reads", "oob_writes", "erases", "physical_sector",
-        "flash_duration_ns", "queue_ns", "service_ns",
+        "flash_duration_ns", "queue_ns", "service_ns", "translation_reads",
+        "translation_writes", "mapping_hits", "mapping_misses", "device_cpu_ns",
     ]  # fmt: skip
     rows = [line.split(",") for line in lines[1:]]
     assert len(rows) == total

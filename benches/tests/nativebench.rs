@@ -15,9 +15,9 @@ fn tiny_nativebench_prints_every_row() {
         .lines()
         .filter(|l| l.starts_with("| yes") || l.starts_with("| no"))
         .collect();
-    assert_eq!(rows.len(), 4, "{out}");
+    assert_eq!(rows.len(), 7, "{out}");
     for row in rows {
-        for cell in row.split('|').skip(3).filter(|c| !c.trim().is_empty()) {
+        for cell in row.split('|').skip(4).filter(|c| !c.trim().is_empty()) {
             let ns: f64 = cell.trim().parse().unwrap_or_else(|_| panic!("{row}"));
             assert!(ns.is_finite() && ns > 0.0, "{row}");
         }

@@ -159,6 +159,7 @@ class Server:
         insecure: bool = False,
         image: str | None = None,
         power_loss_at_ns: int | None = None,
+        power_loss_on_signal: bool = False,
     ) -> None: ...
     @staticmethod
     def default_limits() -> dict[str, float]: ...

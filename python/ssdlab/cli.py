@@ -249,7 +249,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         metavar="NS",
         help="simulate a power loss at simulated time NS (the request that arrives then waits "
-        "for recovery of the mapping from the pages' OOB; the summary reports its cost)",
+        "for recovery of the mapping from the pages' OOB; the summary reports its cost). "
+        "SIGUSR1 (kill -USR1 PID) cuts the power at the instant it arrives, any number of times",
     )
     serve.add_argument(
         "--set",
@@ -825,6 +826,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         insecure=args.insecure,
         image=args.image,
         power_loss_at_ns=args.power_loss_at,
+        power_loss_on_signal=True,
     )
     if not args.quiet:
         print(f"ssdlab serve: listening on {server.uri} ({args.clock} clock)", file=sys.stderr)
@@ -882,12 +884,17 @@ def format_emulator(emu: dict[str, Any]) -> str:
             f"  image {image['path']}: {image['loaded_bytes'] / MIB:.1f}MiB loaded at start, "
             f"syncs={image['syncs']}"
         )
-    power_loss = emu.get("power_loss")
-    if power_loss:
-        lines.append(
-            f"  power loss: recovered in {power_loss['recovery_ns'] / 1e6:.3f} ms simulated, "
-            f"{power_loss['oob_pages_read']} OOB reads, {power_loss['lost_units']} units lost"
-        )
+    for loss in emu.get("power_losses") or []:
+        if loss["recovered"]:
+            lines.append(
+                f"  power loss ({loss['trigger']}) at {loss['at_ns'] / 1e6:.3f} ms: recovered in "
+                f"{loss['recovery_ns'] / 1e6:.3f} ms simulated, {loss['oob_pages_read']} OOB "
+                f"reads, {loss['lost_units']} units lost"
+            )
+        else:
+            lines.append(
+                f"  power loss ({loss['trigger']}) at {loss['at_ns'] / 1e6:.3f} ms: not recovered"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -88,6 +88,7 @@ class Server:
         insecure: bool = False,
         image: str | os.PathLike[str] | None = None,
         power_loss_at_ns: int | None = None,
+        power_loss_on_signal: bool = False,
     ) -> None:
         if (socket is None) == (port is None):
             raise ValueError("give exactly one of socket= and port=")
@@ -126,6 +127,7 @@ class Server:
             insecure=insecure,
             image=_path(image),
             power_loss_at_ns=power_loss_at_ns,
+            power_loss_on_signal=power_loss_on_signal,
         )
 
     @staticmethod

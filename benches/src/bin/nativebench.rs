@@ -1,11 +1,14 @@
 //! `nativebench [--tiny]`: the cost of a native flash call (NoFTL interface) from Rust, in ns of
 //! wall time per call, on the `noftl` preset: page programs (erase, then fill each block in
-//! order, striping over the blocks so that every die is used), page reads, OOB reads and
-//! erases, with and without a data store (with one, each program and read copies its page
-//! once: 4 KiB, which costs what the memory system makes it cost, so the store is measured
-//! on a working set that fits the L2 cache, 8 blocks = 2 MiB, and on one that does not). Calls
-//! are issued 1 us apart in simulated time, a host that keeps a few operations in flight. The
-//! target is 100 ns per program or read.
+//! order, striping over the blocks so that every die is used; the first fill, which allocates the page
+//! buffers, is reported apart from the steady state), page reads, OOB reads and
+//! erases, with and without a data store. With a store each call is measured twice: the
+//! copying calls (`program` copies the caller's 4 KiB into the store, `read` copies the stored
+//! page out), whose cost is that of the memory system once the working set leaves the cache,
+//! and the zero-copy calls (`page_buffer` + `program_owned` adopt a buffer as the page's
+//! storage, `read_page` lends the stored page). The host's own work on the data (filling the
+//! buffer, using what it read) is not counted. Calls are issued 1 us apart in simulated time,
+//! a host that keeps a few operations in flight. The target is 100 ns per program or read.
 
 use ssdlab_core::Device;
 use std::hint::black_box;
@@ -16,16 +19,21 @@ fn device(store: bool) -> Device {
     Device::from_toml(text, "noftl", &[], 1, store).unwrap_or_else(|e| panic!("{e}"))
 }
 
+#[derive(Clone, Copy, PartialEq)]
+enum Calls {
+    Copying,
+    ZeroCopy,
+}
+
 struct Row {
-    store: bool,
-    blocks: u32,
+    first_fill_ns: f64,
     program_ns: f64,
     read_ns: f64,
     read_oob_ns: f64,
     erase_ns: f64,
 }
 
-fn measure(store: bool, blocks: u32, rounds: u32) -> Row {
+fn measure(store: bool, calls: Calls, blocks: u32, rounds: u32) -> Row {
     let mut dev = device(store);
     let mut flash = dev.native().unwrap();
     let g = flash.geometry().clone();
@@ -35,8 +43,15 @@ fn measure(store: bool, blocks: u32, rounds: u32) -> Row {
     let mut out = vec![0u8; g.page_bytes as usize];
     let mut oob_out = vec![0u8; g.oob_bytes as usize];
     let (mut program, mut read, mut read_oob, mut erase) = (0.0, 0.0, 0.0, 0.0);
+    let mut first_fill = 0.0;
     let mut at = 0u64;
-    for _ in 0..rounds {
+    for round in 0..=rounds {
+        if round == 1 {
+            // The first round's programs allocate the page buffers (the memory's first
+            // touch, once per page of flash): reported apart from the steady state.
+            first_fill = program;
+            (program, read, read_oob, erase) = (0.0, 0.0, 0.0, 0.0);
+        }
         let t = Instant::now();
         for b in 0..blocks {
             at = at.max(flash.erase(b, Some(at)).unwrap());
@@ -46,7 +61,17 @@ fn measure(store: bool, blocks: u32, rounds: u32) -> Row {
         for i in 0..ppb {
             for b in 0..blocks as u64 {
                 at += 1_000;
-                black_box(flash.program(b * ppb + i, &data, &oob, Some(at)).unwrap());
+                let page = b * ppb + i;
+                let end = match calls {
+                    Calls::Copying => flash.program(page, &data, &oob, Some(at)),
+                    Calls::ZeroCopy => {
+                        let buffer = flash
+                            .page_buffer()
+                            .unwrap_or_else(|| data.clone().into_boxed_slice());
+                        flash.program_owned(page, black_box(buffer), &oob, Some(at))
+                    }
+                };
+                black_box(end.unwrap());
             }
         }
         program += t.elapsed().as_nanos() as f64;
@@ -54,11 +79,15 @@ fn measure(store: bool, blocks: u32, rounds: u32) -> Row {
         for i in 0..ppb {
             for b in 0..blocks as u64 {
                 at += 1_000;
-                black_box(
-                    flash
-                        .read(b * ppb + i, &mut out, &mut oob_out, Some(at))
-                        .unwrap(),
-                );
+                let page = b * ppb + i;
+                match calls {
+                    Calls::Copying => {
+                        black_box(flash.read(page, &mut out, &mut oob_out, Some(at)).unwrap());
+                    }
+                    Calls::ZeroCopy => {
+                        black_box(flash.read_page(page, Some(at)).unwrap());
+                    }
+                }
             }
         }
         read += t.elapsed().as_nanos() as f64;
@@ -74,8 +103,7 @@ fn measure(store: bool, blocks: u32, rounds: u32) -> Row {
     }
     let pages = (blocks as u64 * ppb * rounds as u64) as f64;
     Row {
-        store,
-        blocks,
+        first_fill_ns: first_fill / (blocks as u64 * ppb) as f64,
         program_ns: program / pages,
         read_ns: read / pages,
         read_oob_ns: read_oob / pages,
@@ -85,17 +113,34 @@ fn measure(store: bool, blocks: u32, rounds: u32) -> Row {
 
 fn main() {
     let tiny = std::env::args().any(|a| a == "--tiny");
-    // 64 blocks of 64 pages: 16 MiB of page data, 4 blocks per die.
-    let rounds = if tiny { 2 } else { 200 };
-    println!("## Native flash calls (noftl preset, blocks x 64 pages, {rounds} rounds)\n");
-    println!("| data store | blocks | program ns/call | read ns/call | read_oob ns/call | erase ns/call |");
-    println!("|---|---|---|---|---|---|");
-    for (store, blocks) in [(false, 64), (true, 2), (true, 8), (true, 64)] {
-        let r = measure(store, blocks, rounds);
+    let rounds = |blocks: u32| if tiny { 2 } else { (12_800 / blocks).max(20) };
+    println!("## Native flash calls (noftl preset, blocks x 64 pages of 4 KiB)\n");
+    println!(
+        "| data store | calls | blocks (working set) | program ns/call (first fill) | \
+         program ns/call | read ns/call | read_oob ns/call | erase ns/call |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let cases = [
+        (false, Calls::Copying, 64),
+        (true, Calls::Copying, 8),
+        (true, Calls::ZeroCopy, 8),
+        (true, Calls::Copying, 64),
+        (true, Calls::ZeroCopy, 64),
+        (true, Calls::Copying, 512),
+        (true, Calls::ZeroCopy, 512),
+    ];
+    for (store, calls, blocks) in cases {
+        let r = measure(store, calls, blocks, rounds(blocks));
         println!(
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
-            if r.store { "yes" } else { "no" },
-            r.blocks,
+            "| {} | {} | {} ({} MiB) | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            if store { "yes" } else { "no" },
+            match calls {
+                Calls::Copying => "program/read",
+                Calls::ZeroCopy => "program_owned/read_page",
+            },
+            blocks,
+            blocks / 4,
+            r.first_fill_ns,
             r.program_ns,
             r.read_ns,
             r.read_oob_ns,

@@ -54,6 +54,11 @@ fn request_log_rows_per_second(rows: u64) -> f64 {
             flash_duration_ns: 50_000 + x % 100_000,
             queue_ns: 0,
             service_ns: 0,
+            translation_reads: 0,
+            translation_writes: 0,
+            mapping_hits: 0,
+            mapping_misses: 0,
+            device_cpu_ns: 0,
         };
         row.set_duration(row.duration_ns, x % 10_000);
         text.push_str(&row.csv_line());

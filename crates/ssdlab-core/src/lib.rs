@@ -27,7 +27,7 @@ pub mod wear;
 
 pub use config::{Config, ConfigError};
 pub use host::{
-    Completion, Device, DeviceError, Loop, NativeFlash, PreconditionOptions, Progress,
+    Completion, Device, DeviceError, Loop, NativeFlash, PageRead, PreconditionOptions, Progress,
     RecoveryReport, RunSpec,
 };
 pub use request::{Hint, HostRequest, Op, RequestSource, SourceError, VecSource};

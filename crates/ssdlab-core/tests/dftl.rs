@@ -195,3 +195,110 @@ fn dftl_runs_are_deterministic() {
     };
     assert_eq!(once(), once());
 }
+
+/// DFTL's counters (the `ssd.dftl` totals) over the requests from `from` on, and the same sums
+/// from the request log's DFTL columns.
+fn log_sums(dev: &Device, from: usize) -> [u64; 5] {
+    let rows = &dev.request_log().expect("request log on")[from..];
+    [
+        rows.iter().map(|r| r.mapping_hits as u64).sum(),
+        rows.iter().map(|r| r.mapping_misses as u64).sum(),
+        rows.iter().map(|r| r.translation_reads as u64).sum(),
+        rows.iter().map(|r| r.translation_writes as u64).sum(),
+        rows.iter().map(|r| r.device_cpu_ns).sum(),
+    ]
+}
+
+fn dftl_totals(dev: &Device) -> [u64; 5] {
+    let d = &dev.ssd_json()["dftl"];
+    [
+        "hits",
+        "misses",
+        "translation_reads",
+        "translation_writes",
+        "cpu_ns",
+    ]
+    .map(|k| d[k].as_u64().unwrap_or_else(|| panic!("{k}: {d}")))
+}
+
+#[test]
+fn the_request_log_has_each_requests_translation_work() {
+    let mut dev = device(
+        &[
+            ("ftl.dftl_cached_fraction", "0.001"),
+            ("controller.scheduler", "fcfs"),
+            ("stats.request_log", "true"),
+        ],
+        false,
+    );
+    let pages = dev.logical_bytes() / 4096;
+    for p in 0..pages {
+        dev.submit(&request(Op::Write, p), None, None).unwrap();
+    }
+    // Every lookup, translation page and CPU nanosecond is in exactly one row.
+    assert_eq!(log_sums(&dev, 0), dftl_totals(&dev));
+    let cached = ((0.001 * pages as f64).round()) as u64;
+    let before = dev.request_log().unwrap().len();
+    dev.advance_to(dev.now_ns() + 100_000_000);
+    dev.submit(&request(Op::Read, pages - 1), None, None)
+        .unwrap();
+    dev.advance_to(dev.now_ns() + 100_000_000);
+    dev.submit(&request(Op::Read, 0), None, None).unwrap();
+    let rows = &dev.request_log().unwrap()[before..];
+    // A hit: the lookup's CPU time, no translation page.
+    let hit = rows[0];
+    assert_eq!(
+        (
+            hit.mapping_hits,
+            hit.mapping_misses,
+            hit.translation_reads,
+            hit.translation_writes
+        ),
+        (1, 0, 0, 0)
+    );
+    assert_eq!((hit.device_cpu_ns, hit.flash_reads), (100, 1));
+    // A miss: the lookup and a clean eviction's scan, and the translation page read.
+    let miss = rows[1];
+    assert_eq!(
+        (
+            miss.mapping_hits,
+            miss.mapping_misses,
+            miss.translation_reads,
+            miss.translation_writes
+        ),
+        (0, 1, 1, 0)
+    );
+    assert_eq!(
+        (miss.device_cpu_ns, miss.flash_reads),
+        (100 + 500 + 2 * cached, 2)
+    );
+    let line = miss.csv_line();
+    assert!(
+        line.ends_with(&format!(",1,0,0,1,{}", 600 + 2 * cached)),
+        "{line}"
+    );
+}
+
+#[test]
+fn the_request_log_has_each_requests_translation_work_event_engine() {
+    let mut dev = device(
+        &[
+            ("ftl.dftl_cached_fraction", "0.05"),
+            ("controller.scheduler", "priority"),
+            ("stats.request_log", "true"),
+        ],
+        false,
+    );
+    let pages = dev.logical_bytes() / 4096;
+    run(
+        &mut dev,
+        (0..pages).map(|p| request(Op::Write, p)).collect(),
+    );
+    run(&mut dev, random_reads(pages, 4000, 3));
+    let totals = dftl_totals(&dev);
+    assert_eq!(log_sums(&dev, 0), totals);
+    assert!(
+        totals[1] > 0 && totals[2] > 0 && totals[3] > 0,
+        "{totals:?}"
+    );
+}

@@ -207,3 +207,93 @@ fn the_block_interface_is_refused_once_the_flash_is_native() {
     used.submit(&req, None, None).unwrap();
     assert!(used.native().is_err());
 }
+
+/// The zero-copy calls: a program that adopts the caller's buffer and a read that lends the
+/// stored page are timed and checked as the copying calls are, and read back the same bytes.
+#[test]
+fn zero_copy_calls_match_the_copying_calls() {
+    let mut copying = device(&[], true);
+    let mut owned = device(&[], true);
+    let mut a = copying.native().unwrap();
+    let mut b = owned.native().unwrap();
+    let mut out = [0u8; 4096];
+    let mut oob = [0u8; 128];
+    for (i, page) in [0u64, 1, 16, 2].into_iter().enumerate() {
+        let data = vec![i as u8 + 1; 4096];
+        let t = 1_000 + i as u64 * 10_000;
+        let mut buffer = b.page_buffer().unwrap();
+        assert_eq!(buffer.len(), 4096);
+        buffer.copy_from_slice(&data);
+        assert_eq!(
+            a.program(page, &data, &[i as u8], Some(t)).unwrap(),
+            b.program_owned(page, buffer, &[i as u8], Some(t)).unwrap()
+        );
+    }
+    for (i, page) in [0u64, 1, 16, 2, 3].into_iter().enumerate() {
+        let t = 10_000_000 + i as u64 * 1_000;
+        let done = a.read(page, &mut out, &mut oob, Some(t)).unwrap();
+        let lent = b.read_page(page, Some(t)).unwrap();
+        assert_eq!(lent.done_ns, done);
+        assert_eq!(lent.data.unwrap(), &out[..]);
+        assert_eq!(lent.oob, &oob[..]);
+    }
+    assert_eq!(a.counters(), b.counters());
+    // Page 3 is erased: all ones.
+    let lent = b.read_page(3, None).unwrap();
+    assert!(lent.data.unwrap().iter().all(|&x| x == 0xFF));
+    assert!(lent.oob.iter().all(|&x| x == 0xFF));
+
+    // NAND rules and argument checks are unchanged.
+    let buffer = b.page_buffer().unwrap();
+    assert!(matches!(
+        b.program_owned(0, buffer, &[], None),
+        Err(NandError::NotErased { next: 3, .. })
+    ));
+    let buffer = b.page_buffer().unwrap();
+    assert!(matches!(
+        b.program_owned(5, buffer, &[], None),
+        Err(NandError::OutOfOrder { next: 3, .. })
+    ));
+    let e = b
+        .program_owned(3, vec![0; 100].into_boxed_slice(), &[], None)
+        .unwrap_err();
+    assert!(e.to_string().starts_with("data: expected exactly"), "{e}");
+    let e = b.read_page(b.geometry().total_pages, None).unwrap_err();
+    assert!(e.to_string().starts_with("page: page"), "{e}");
+    assert_eq!(b.counters().rule_violations, 2);
+
+    // An erase frees the block's buffers for later programs; the data reads as erased.
+    let t = b.erase(0, None).unwrap();
+    let lent = b.read_page(1, Some(t)).unwrap();
+    assert!(lent.data.unwrap().iter().all(|&x| x == 0xFF));
+    let mut buffer = b.page_buffer().unwrap();
+    buffer.fill(0x33);
+    b.program_owned(0, buffer, b"new", None).unwrap();
+    let lent = b.read_page(0, None).unwrap();
+    assert!(lent.data.unwrap().iter().all(|&x| x == 0x33));
+    assert_eq!(&lent.oob[..4], b"new\xFF");
+    // Block 1 (page 16) still holds its data.
+    assert!(b
+        .read_page(16, None)
+        .unwrap()
+        .data
+        .unwrap()
+        .iter()
+        .all(|&x| x == 3));
+}
+
+/// Without a data store the zero-copy calls keep their timing and OOB, and lend no data.
+#[test]
+fn zero_copy_calls_without_a_store_lend_no_data() {
+    let mut dev = device(&[], false);
+    let mut flash = dev.native().unwrap();
+    assert!(flash.page_buffer().is_none());
+    let end = flash
+        .program_owned(0, vec![1; 4096].into_boxed_slice(), b"x", Some(0))
+        .unwrap();
+    assert_eq!(end, XFER + T_PROG);
+    let lent = flash.read_page(0, Some(end)).unwrap();
+    assert!(lent.data.is_none());
+    assert_eq!(lent.oob[0], b'x');
+    assert_eq!(lent.done_ns, end + T_R + XFER);
+}

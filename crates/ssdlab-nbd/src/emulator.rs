@@ -28,6 +28,24 @@ pub struct DeviceState {
     pub power_loss_at_ns: Option<u64>,
     /// What the recovery after that power loss read and how long it took.
     pub recovery: Option<ssdlab_core::RecoveryReport>,
+    /// SIGUSR1 cuts the power (`ssdlab serve`; see [`crate::power_signal`]).
+    pub power_loss_on_signal: bool,
+    /// Power-loss signals already acted on (the process's count when the server started, then
+    /// each one served).
+    pub power_signals_seen: u64,
+    /// Every power loss so far, in order.
+    pub power_losses: Vec<PowerLoss>,
+}
+
+/// One power loss and the recovery that followed.
+#[derive(Debug, Clone)]
+pub struct PowerLoss {
+    /// `"time"` (`--power-loss-at`) or `"signal"` (SIGUSR1).
+    pub trigger: &'static str,
+    /// Simulated time of the loss.
+    pub at_ns: u64,
+    /// None when the device refused (a device without a block-interface FTL).
+    pub recovery: Option<ssdlab_core::RecoveryReport>,
 }
 
 /// Reply-timing figures of the real-time clock, summed over connections.
@@ -165,6 +183,9 @@ impl Emulator {
                 log_error_reported: false,
                 power_loss_at_ns: None,
                 recovery: None,
+                power_loss_on_signal: false,
+                power_signals_seen: 0,
+                power_losses: Vec::new(),
             }),
             clock,
             counters: Mutex::new(EmulatorCounters::default()),
@@ -216,10 +237,15 @@ impl Emulator {
             // The request arrives at a device that lost power at `at` and recovered: it waits
             // for the recovery's scan (the device's clock moves to its end).
             state.power_loss_at_ns = None;
-            state.device.advance_to(at);
-            if state.device.power_loss().is_ok() {
-                state.recovery = state.device.recover().ok();
-            }
+            state.lose_power("time", at);
+        }
+        if state.power_loss_on_signal && crate::power_signal::received() != state.power_signals_seen
+        {
+            // The signal came before this request: the power went at its issue time at the
+            // latest.
+            state.power_signals_seen = crate::power_signal::received();
+            let at = state.device.now_ns().max(issue);
+            state.lose_power("signal", at);
         }
         let served = match state.device.submit_at(issue, req, data, out) {
             Ok(completion) => {
@@ -273,6 +299,32 @@ impl Emulator {
 }
 
 impl DeviceState {
+    /// Cut the power at simulated time `at` (not before the device's clock) and recover.
+    fn lose_power(&mut self, trigger: &'static str, at: u64) {
+        let at = at.max(self.device.now_ns());
+        self.device.advance_to(at);
+        let recovery = match self.device.power_loss() {
+            Ok(()) => self.device.recover().ok(),
+            Err(_) => None,
+        };
+        self.recovery = recovery.or(self.recovery);
+        self.power_losses.push(PowerLoss {
+            trigger,
+            at_ns: at,
+            recovery,
+        });
+    }
+
+    /// Act on a power-loss signal received while no request came (the server's idle loop):
+    /// the power goes at the device's current time.
+    pub fn check_power_signal(&mut self) {
+        if self.power_loss_on_signal && crate::power_signal::received() != self.power_signals_seen {
+            self.power_signals_seen = crate::power_signal::received();
+            let at = self.device.now_ns();
+            self.lose_power("signal", at);
+        }
+    }
+
     fn account(&mut self, req: &HostRequest, c: &Completion, failed: bool) {
         let job = &mut self.job;
         job.first_issue_ns.get_or_insert(c.issue_ns);

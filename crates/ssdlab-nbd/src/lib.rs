@@ -13,6 +13,7 @@ pub mod connection;
 pub mod emulator;
 pub mod handshake;
 pub mod image;
+pub mod power_signal;
 pub mod protocol;
 pub mod server;
 pub mod tls;

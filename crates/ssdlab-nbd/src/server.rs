@@ -62,6 +62,9 @@ pub struct ServerOptions {
     /// Simulate a power loss, then recovery from the OOB area, when the first request issued
     /// at or after this simulated time arrives.
     pub power_loss_at_ns: Option<u64>,
+    /// SIGUSR1 cuts the power (then recovery from the OOB area) when it arrives; installs a
+    /// process-wide handler ([`crate::power_signal`]).
+    pub power_loss_on_signal: bool,
     /// TLS credentials and policy (`--tls`, `--tls-cert`, `--tls-key`, `--tls-psk`).
     pub tls: TlsOptions,
     /// Allow plain text (or optional TLS) on a TCP address other than loopback.
@@ -160,6 +163,7 @@ impl ServerOptions {
             miss_threshold_ns: 10_000,
             compensation_ns: None,
             power_loss_at_ns: None,
+            power_loss_on_signal: false,
             limits: Limits::default(),
             tls: TlsOptions::default(),
             insecure: false,
@@ -418,6 +422,14 @@ impl Server {
             let mut state = emulator.lock();
             state.log_error_reported = log_error.is_some();
             state.power_loss_at_ns = options.power_loss_at_ns;
+            if options.power_loss_on_signal {
+                crate::power_signal::install().map_err(|source| ServeError::Io {
+                    path: "SIGUSR1 handler".to_string(),
+                    source,
+                })?;
+                state.power_loss_on_signal = true;
+                state.power_signals_seen = crate::power_signal::received();
+            }
             state.log_error = log_error;
         }
         Ok(Server {
@@ -475,6 +487,7 @@ impl Server {
                 self.flush_log();
             }
             close_doomed(&peers, &closures);
+            self.emulator.lock().check_power_signal();
             // Poll with a timeout so that a shutdown request is noticed promptly.
             let wait = if any_doomed(&peers) {
                 EVICTION_GRACE
@@ -666,6 +679,22 @@ impl Server {
             }),
             None => Value::Null,
         };
+        emulator["power_losses"] = state
+            .power_losses
+            .iter()
+            .map(|p| {
+                json!({
+                    "trigger": p.trigger,
+                    "at_ns": p.at_ns,
+                    "recovered": p.recovery.is_some(),
+                    "oob_pages_read": p.recovery.as_ref().map(|r| r.oob_pages_read),
+                    "lost_units": p.recovery.as_ref().map(|r| r.lost_units),
+                    "mapped_units": p.recovery.as_ref().map(|r| r.mapped_units),
+                    "recovery_ns": p.recovery.as_ref().map(|r| r.duration_ns),
+                })
+            })
+            .collect::<Vec<_>>()
+            .into();
         emulator["stats_log_error"] = match &state.log_error {
             Some(e) => json!(e.to_string()),
             None => Value::Null,

@@ -137,7 +137,8 @@ impl PyServer {
                         handshake_timeout_s=None, idle_timeout_s=None, stall_timeout_s=None,
                         max_requests_in_flight=None, max_buffered_bytes=None, tls=None,
                         tls_cert=None, tls_key=None, tls_psk=None, insecure=false,
-                        image=None, power_loss_at_ns=None))]
+                        image=None, power_loss_at_ns=None,
+                        power_loss_on_signal=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -168,6 +169,7 @@ impl PyServer {
         insecure: bool,
         image: Option<PathBuf>,
         power_loss_at_ns: Option<u64>,
+        power_loss_on_signal: bool,
     ) -> PyResult<Self> {
         let limits = LimitArgs {
             max_connections,
@@ -200,6 +202,7 @@ impl PyServer {
         options.miss_threshold_ns = miss_threshold_ns;
         options.compensation_ns = compensation_ns;
         options.power_loss_at_ns = power_loss_at_ns;
+        options.power_loss_on_signal = power_loss_on_signal;
         options.limits = limits;
         options.tls = TlsOptions {
             mode: tls_mode,

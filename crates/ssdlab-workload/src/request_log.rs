@@ -4,13 +4,14 @@
 //! one row per request, with the header [`RequestLogRow::CSV_HEADER`]:
 //!
 //! ```text
-//! request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns,queue_ns,service_ns
+//! request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns,queue_ns,service_ns,translation_reads,translation_writes,mapping_hits,mapping_misses,device_cpu_ns
 //! ```
 //!
 //! `op` is `read`, `write`, `trim` or `flush`; `physical_sector` is `-1` when the request touched
 //! no flash page; every other column is a non-negative integer. `queue_ns` (waiting for dies)
 //! and `service_ns` add up to `duration_ns`. Logs written before those two columns existed (the
-//! first twelve columns only, with their header) are read too, without the split. Such logs reach tens of millions
+//! first twelve columns only, with their header) are read too, without the split, and so are logs
+//! written before the last five, a cached-mapping FTL's (DFTL) work per request. Such logs reach tens of millions
 //! of rows, so [`RequestLogReader`] streams them with one reused line buffer (constant memory,
 //! lines capped at [`MAX_LINE_BYTES`]) and parses the bytes directly, without UTF-8 validation or
 //! per-field allocation. [`summarize_request_log`] folds the rows into a [`RequestLogSummary`].
@@ -45,7 +46,7 @@ use ssdlab_core::stats::RequestLogRow;
 use crate::error::WorkloadError;
 
 /// The columns of the log, in order (the header is these joined by commas).
-pub const REQUEST_LOG_COLUMNS: [&str; 14] = [
+pub const REQUEST_LOG_COLUMNS: [&str; 19] = [
     "request",
     "op",
     "logical_sector",
@@ -60,13 +61,22 @@ pub const REQUEST_LOG_COLUMNS: [&str; 14] = [
     "flash_duration_ns",
     "queue_ns",
     "service_ns",
+    "translation_reads",
+    "translation_writes",
+    "mapping_hits",
+    "mapping_misses",
+    "device_cpu_ns",
 ];
 
 /// Columns of a log written before `queue_ns` and `service_ns` existed (the first ones).
 pub const LEGACY_COLUMNS: usize = 12;
 
-/// Longest line accepted. A row has at most 13 integers of 20 digits, an op and 13 commas
-/// (278 bytes); the cap keeps memory constant on input that has no line breaks at all.
+/// Columns of a log written before the DFTL columns (`translation_reads` ..
+/// `device_cpu_ns`) existed.
+pub const PRE_DFTL_COLUMNS: usize = 14;
+
+/// Longest line accepted. A row has at most 18 integers of 20 digits, an op and 18 commas
+/// (383 bytes); the cap keeps memory constant on input that has no line breaks at all.
 pub const MAX_LINE_BYTES: usize = 4096;
 
 /// Sector size of `logical_sector` and `physical_sector`.
@@ -201,9 +211,11 @@ impl<R: BufRead> RequestLogReader<R> {
         if line == header.as_bytes() {
             return Ok(());
         }
-        if line == REQUEST_LOG_COLUMNS[..LEGACY_COLUMNS].join(",").as_bytes() {
-            self.columns = LEGACY_COLUMNS;
-            return Ok(());
+        for older in [LEGACY_COLUMNS, PRE_DFTL_COLUMNS] {
+            if line == REQUEST_LOG_COLUMNS[..older].join(",").as_bytes() {
+                self.columns = older;
+                return Ok(());
+            }
         }
         let found: Vec<&[u8]> = line.split(|&b| b == b',').collect();
         let detail = match REQUEST_LOG_COLUMNS
@@ -413,6 +425,10 @@ fn parse_row(line: &[u8], columns: usize) -> Result<RequestLogRecord, String> {
             }
         })?),
     };
+    // The DFTL columns are checked; a replay or summary does not need their values.
+    for i in PRE_DFTL_COLUMNS..n {
+        int(i)?;
+    }
     Ok(RequestLogRecord {
         request: int(0)?,
         op,
@@ -867,6 +883,33 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
 ";
 
     #[test]
+    fn the_dftl_columns_are_read_and_checked() {
+        let log = format!(
+            "{CURRENT}\n1,read,0,4096,90000,2,0,2,0,0,8,60000,0,90000,1,0,0,1,600\n\
+             2,write,8,4096,30000,0,1,0,1,0,16,20000,0,30000,0,0,1,0,100\n"
+        );
+        let s = summarize(&log).unwrap();
+        assert_eq!(
+            (s.rows, s.ops.read.requests, s.ops.write.requests),
+            (2, 1, 1)
+        );
+        for line in log.lines().skip(1) {
+            let columns = REQUEST_LOG_COLUMNS.len();
+            let fast = parse_row_fast(format!("{line}\n").as_bytes(), columns).unwrap();
+            assert_eq!(
+                fast,
+                (parse_row(line.as_bytes(), columns).unwrap(), line.len() + 1)
+            );
+        }
+        let (line, e) = error_in(
+            CURRENT,
+            "1,read,0,4096,90000,2,0,2,0,0,8,60000,0,90000,1,0,0,x,600\n",
+        );
+        assert_eq!(line, 2);
+        assert!(e.contains("column 'mapping_misses'"), "{e}");
+    }
+
+    #[test]
     fn queueing_and_service_time_are_read_and_summed() {
         let s = summarize(LOG_WITH_SPLIT).unwrap();
         assert_eq!(
@@ -882,7 +925,7 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
             s.total.duration_total_ns
         );
         for line in LOG_WITH_SPLIT.lines().skip(1) {
-            let columns = REQUEST_LOG_COLUMNS.len();
+            let columns = PRE_DFTL_COLUMNS;
             let fast = parse_row_fast(format!("{line}\n").as_bytes(), columns).unwrap();
             assert_eq!(
                 fast,
@@ -893,7 +936,7 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
         // A row of the older length after the current header is an error, and the other
         // way round.
         let (_, e) = error_in(CURRENT, "1,read,0,4096,10,1,0,0,0,0,8,5\n");
-        assert!(e.ends_with("expected 14 columns, found 12: the row ends after column 'flash_duration_ns', 'queue_ns' is missing"), "{e}");
+        assert!(e.ends_with("expected 19 columns, found 12: the row ends after column 'flash_duration_ns', 'queue_ns' is missing"), "{e}");
         let (_, e) = error_of("1,read,0,4096,10,1,0,0,0,0,8,5,0,10\n");
         assert!(e.contains("expected 12 columns, found 14"), "{e}");
         // The older format has no split: its sums stay 0.
@@ -1086,7 +1129,7 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
         );
         let e = summarize(&format!("{CURRENT},extra\n")).unwrap_err();
         assert!(
-            e.to_string().ends_with("found 15 columns, expected 14"),
+            e.to_string().ends_with("found 20 columns, expected 19"),
             "{e}"
         );
         let e = summarize("1,read,0,4096,10,1,0,0,0,0,8,5\n").unwrap_err();
@@ -1113,7 +1156,8 @@ request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_re
     #[test]
     fn non_integer_fields_name_their_column() {
         let row = [
-            "1", "read", "0", "4096", "10", "1", "0", "0", "0", "0", "8", "5", "2", "8",
+            "1", "read", "0", "4096", "10", "1", "0", "0", "0", "0", "8", "5", "2", "8", "1", "0",
+            "0", "1", "100",
         ];
         for (i, column) in REQUEST_LOG_COLUMNS.iter().enumerate() {
             if i == 1 {

@@ -472,6 +472,11 @@ mod long_streams {
                 flash_duration_ns: 50_000,
                 queue_ns: 0,
                 service_ns: 0,
+                translation_reads: u32::from(op == "read"),
+                translation_writes: 0,
+                mapping_hits: u32::from(op == "write"),
+                mapping_misses: u32::from(op == "read"),
+                device_cpu_ns: 100,
             };
             row.set_duration(row.duration_ns, i % 3 * 1_000);
             text.push_str(&row.csv_line());
@@ -554,6 +559,11 @@ mod props {
                         flash_duration_ns: fdur,
                         queue_ns: 0,
                         service_ns: 0,
+                        translation_reads: or,
+                        translation_writes: ow,
+                        mapping_hits: fr,
+                        mapping_misses: fw,
+                        device_cpu_ns: fdur,
                     };
                     row.set_duration(dur, queue);
                     row

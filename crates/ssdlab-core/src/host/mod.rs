@@ -20,7 +20,7 @@ mod power;
 pub mod run;
 mod translation;
 
-pub use native::NativeFlash;
+pub use native::{NativeFlash, PageRead};
 pub use power::RecoveryReport;
 pub use run::{Loop, Progress, RunSpec};
 
@@ -166,6 +166,12 @@ struct RequestWork {
     erases: u32,
     flash_ns: u64,
     first_ppa: Option<u32>,
+    /// DFTL's work for the request (see `translation.rs`).
+    translation_reads: u32,
+    translation_writes: u32,
+    mapping_hits: u32,
+    mapping_misses: u32,
+    device_cpu_ns: u64,
 }
 
 pub struct Device {
@@ -210,6 +216,8 @@ pub struct Device {
     /// Host-link time of one full page (the common case, without a division).
     page_link_ns: u64,
     work: RequestWork,
+    /// DFTL's (hits, misses) when the last request's work was noted.
+    mapping_cache_seen: (u64, u64),
     sea: SeaReceived,
     /// The wordline-aware scheduler of read-group writes (TLC only).
     read_groups: Option<ReadGroupPlacer>,
@@ -295,6 +303,7 @@ impl Device {
             bg_cursor: 0,
             page_link_ns,
             work: RequestWork::default(),
+            mapping_cache_seen: (0, 0),
             sea: SeaReceived::default(),
             read_groups,
             run: None,
@@ -607,6 +616,7 @@ impl Device {
             }
             Op::Flush => (self.flush_staged(start).max(self.buffer_last_end_ns), false),
         };
+        self.note_mapping_cache();
         if let Some(log) = &mut self.request_log {
             let row = request_log_row(
                 self.requests_seen,
@@ -1565,6 +1575,11 @@ fn request_log_row(
         flash_duration_ns: work.flash_ns,
         queue_ns: 0,
         service_ns: 0,
+        translation_reads: work.translation_reads,
+        translation_writes: work.translation_writes,
+        mapping_hits: work.mapping_hits,
+        mapping_misses: work.mapping_misses,
+        device_cpu_ns: work.device_cpu_ns,
     };
     row.set_duration(complete_ns - issue_ns, work.queue_ns);
     row

@@ -14,6 +14,18 @@
 use super::{Device, DeviceError};
 use crate::native::{BlockLocation, NandError, NativeCounters, NativeFlashState, NativeGeometry};
 
+/// A page read by [`NativeFlash::read_page`]: the stored data and OOB, lent until the next
+/// call on the flash.
+#[derive(Debug, Clone, Copy)]
+pub struct PageRead<'a> {
+    /// When the data has crossed the host link.
+    pub done_ns: u64,
+    /// The page's data; None on a device without a data store.
+    pub data: Option<&'a [u8]>,
+    /// The page's OOB area (the OOB size).
+    pub oob: &'a [u8],
+}
+
 /// A device's flash driven natively (see the module documentation).
 pub struct NativeFlash<'a> {
     dev: &'a mut Device,
@@ -129,7 +141,8 @@ impl NativeFlash<'_> {
     }
 
     /// Program page `page` with `data` (exactly a page) and `oob` (at most the OOB size; the
-    /// rest stays 0xFF), issued at `at_ns`. Returns when the program ends.
+    /// rest stays 0xFF), issued at `at_ns`. Returns when the program ends. The data is copied
+    /// once into the store; [`NativeFlash::program_owned`] avoids the copy.
     #[inline]
     pub fn program(
         &mut self,
@@ -144,10 +157,55 @@ impl NativeFlash<'_> {
             Err(e) => return Err(self.refused(e)),
         };
         let issue = self.issue(at_ns);
-        let dev = &mut *self.dev;
-        let state = dev.native.as_deref_mut().expect("native state exists");
-        let die = state.device_die_of(block);
+        let state = self.dev.native.as_deref_mut().expect("native state exists");
         state.apply_program(block, index, data, oob);
+        Ok(self.time_program(block, index, issue))
+    }
+
+    /// A page-sized buffer to fill and hand to [`NativeFlash::program_owned`]: one whose page
+    /// was erased when there is one (its contents are stale), else a new one. None on a
+    /// device without a data store.
+    #[inline]
+    pub fn page_buffer(&mut self) -> Option<Box<[u8]>> {
+        let state = self.dev.native.as_deref_mut().expect("native state exists");
+        state.take_buffer()
+    }
+
+    /// Program page `page` with `data`, which becomes the page's storage (no copy), and
+    /// `oob` as [`NativeFlash::program`] does. A refused program keeps the buffer for later
+    /// [`NativeFlash::page_buffer`] calls. Without a data store the buffer is dropped.
+    #[inline]
+    pub fn program_owned(
+        &mut self,
+        page: u64,
+        data: Box<[u8]>,
+        oob: &[u8],
+        at_ns: Option<u64>,
+    ) -> Result<u64, NandError> {
+        let checked = self.state().check_program(page, data.len(), oob.len());
+        let (block, index) = match checked {
+            Ok(v) => v,
+            Err(e) => {
+                let state = self.dev.native.as_deref_mut().expect("native state exists");
+                state.give_back_buffer(data);
+                return Err(self.refused(e));
+            }
+        };
+        let issue = self.issue(at_ns);
+        let state = self.dev.native.as_deref_mut().expect("native state exists");
+        state.apply_program_owned(block, index, data, oob);
+        Ok(self.time_program(block, index, issue))
+    }
+
+    /// Reserve a program of page `index` of `block` issued at `issue`; returns its end.
+    #[inline]
+    fn time_program(&mut self, block: u32, index: u32, issue: u64) -> u64 {
+        let dev = &mut *self.dev;
+        let die = dev
+            .native
+            .as_deref()
+            .expect("native state exists")
+            .device_die_of(block);
         let page_bytes = dev.page_size() as u64;
         let ready = dev.host_data_in(issue, page_bytes) + dev.derived.encode_ns;
         let t_prog = dev.derived.program_ns[page_type(index, dev.geo.bits_per_cell)];
@@ -158,12 +216,13 @@ impl NativeFlash<'_> {
         f.oob_writes += 1;
         f.bytes_transferred += page_bytes;
         f.codewords_encoded += dev.derived.codewords_per_page as u64;
-        Ok(p.end_ns)
+        p.end_ns
     }
 
     /// Read page `page` issued at `at_ns`: its data into `data` (exactly a page; left as it is
     /// on a device without a data store) and its OOB into `oob` (exactly the OOB size). An
-    /// erased page reads as 0xFF. Returns when the data has crossed the host link.
+    /// erased page reads as 0xFF. Returns when the data has crossed the host link. The data
+    /// is copied once; [`NativeFlash::read_page`] lends it instead.
     #[inline]
     pub fn read(
         &mut self,
@@ -172,16 +231,43 @@ impl NativeFlash<'_> {
         oob: &mut [u8],
         at_ns: Option<u64>,
     ) -> Result<u64, NandError> {
-        let (block, index) = match self.check_read(page, Some(data.len()), oob.len()) {
+        let (block, index) = match self.check_read(page, Some(data.len()), Some(oob.len())) {
             Ok(v) => v,
             Err(e) => return Err(self.refused(e)),
         };
+        let done = self.time_read(block, index, at_ns);
+        let state = self.state();
+        state.copy_data(block, index, data);
+        state.copy_oob(block, index, oob);
+        Ok(done)
+    }
+
+    /// Read page `page` issued at `at_ns`, timed as [`NativeFlash::read`], lending the stored
+    /// data and OOB instead of copying them (all 0xFF when the page is erased; no data on a
+    /// device without a data store).
+    #[inline]
+    pub fn read_page(&mut self, page: u64, at_ns: Option<u64>) -> Result<PageRead<'_>, NandError> {
+        let (block, index) = match self.check_read(page, None, None) {
+            Ok(v) => v,
+            Err(e) => return Err(self.refused(e)),
+        };
+        let done_ns = self.time_read(block, index, at_ns);
+        let state = self.dev.native.as_deref().expect("native state exists");
+        Ok(PageRead {
+            done_ns,
+            data: state.page_data(block, index),
+            oob: state.page_oob(block, index),
+        })
+    }
+
+    /// Reserve a page read of page `index` of `block` at `at_ns`; returns when its data has
+    /// crossed the host link.
+    #[inline]
+    fn time_read(&mut self, block: u32, index: u32, at_ns: Option<u64>) -> u64 {
         let issue = self.issue(at_ns);
         let dev = &mut *self.dev;
         let state = dev.native.as_deref_mut().expect("native state exists");
         let die = state.device_die_of(block);
-        state.copy_data(block, index, data);
-        state.copy_oob(block, index, oob);
         state.counters.reads += 1;
         let page_bytes = dev.page_size() as u64;
         let t_read = dev.derived.read_ns[page_type(index, dev.geo.bits_per_cell)];
@@ -195,7 +281,7 @@ impl NativeFlash<'_> {
         f.oob_reads += 1;
         f.bytes_transferred += page_bytes;
         f.codewords_decoded += dev.derived.codewords_per_page as u64;
-        Ok(done)
+        done
     }
 
     /// Read only page `page`'s OOB into `oob` (exactly the OOB size), issued at `at_ns`: the
@@ -207,7 +293,7 @@ impl NativeFlash<'_> {
         oob: &mut [u8],
         at_ns: Option<u64>,
     ) -> Result<u64, NandError> {
-        let (block, index) = match self.check_read(page, None, oob.len()) {
+        let (block, index) = match self.check_read(page, None, Some(oob.len())) {
             Ok(v) => v,
             Err(e) => return Err(self.refused(e)),
         };
@@ -249,7 +335,7 @@ impl NativeFlash<'_> {
         &self,
         page: u64,
         data_len: Option<usize>,
-        oob_len: usize,
+        oob_len: Option<usize>,
     ) -> Result<(u32, u32), NandError> {
         let state = self.state();
         let g = state.geometry();
@@ -261,11 +347,11 @@ impl NativeFlash<'_> {
                 len,
             });
         }
-        if oob_len != g.oob_bytes as usize {
+        if let Some(len) = oob_len.filter(|&l| l != g.oob_bytes as usize) {
             return Err(NandError::BufferSize {
                 arg: "oob",
                 expected: format!("a buffer of the OOB size, {} bytes", g.oob_bytes),
-                len: oob_len,
+                len,
             });
         }
         Ok((block, index))

@@ -17,6 +17,7 @@ impl Device {
         f.bytes_transferred += self.config.geometry.page_size_bytes as u64;
         f.codewords_decoded += self.derived.codewords_per_page as u64;
         self.work.reads += 1;
+        self.work.translation_reads += 1;
         self.work.oob_reads += 1;
         self.work.flash_ns += t_read + xfer;
         t_read
@@ -32,6 +33,7 @@ impl Device {
         f.bytes_transferred += self.config.geometry.page_size_bytes as u64;
         f.codewords_encoded += self.derived.codewords_per_page as u64;
         self.work.programs += 1;
+        self.work.translation_writes += 1;
         self.work.flash_ns += t_prog + xfer;
         t_prog
     }
@@ -41,7 +43,23 @@ impl Device {
     pub(super) fn charge_cpu(&mut self, ready_ns: u64, ns: u64) -> u64 {
         let done = ready_ns.max(self.cpu_free_ns) + ns;
         self.cpu_free_ns = done;
+        self.work.device_cpu_ns += ns;
+        // The FTL produced this CPU work with its lookups just now: take their hits and misses.
+        self.note_mapping_cache();
         done
+    }
+
+    /// Add the mapping-cache hits and misses since the last note to the request's work. Both
+    /// submission paths note at every translation chain (each lookup costs device CPU, so a
+    /// request that looked a mapping up has one); direct submission notes again at the end.
+    pub(super) fn note_mapping_cache(&mut self) {
+        if let Some(c) = self.ftl.dftl_counters() {
+            // Counters that went back were reset (after preconditioning): count from zero.
+            let (hits, misses) = self.mapping_cache_seen;
+            self.work.mapping_hits += c.hits.checked_sub(hits).unwrap_or(c.hits) as u32;
+            self.work.mapping_misses += c.misses.checked_sub(misses).unwrap_or(c.misses) as u32;
+            self.mapping_cache_seen = (c.hits, c.misses);
+        }
     }
 
     /// Reservation path: time one translation step of a chain that has reached `chain_ns`;

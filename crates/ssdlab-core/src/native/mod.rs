@@ -134,12 +134,73 @@ pub struct NativeFlashState {
     next_page: Vec<u32>,
     erase_counts: Vec<u32>,
     bad: Vec<bool>,
-    /// Per block, its pages' data (allocated at the block's first program and kept across
-    /// erases, so a program is one copy into memory already mapped); None without a store.
-    data: Option<Vec<Option<Box<[u8]>>>>,
+    /// Page data; None without a store.
+    data: Option<PageStore>,
     /// Per block, its pages' OOB areas (always kept: recovery reads them).
     oob: Vec<Option<Box<[u8]>>>,
+    /// What an erased page's OOB reads as: all ones.
+    erased_oob: Box<[u8]>,
     pub counters: NativeCounters,
+}
+
+/// The data of programmed pages: one buffer per page, so that a program can adopt the
+/// caller's buffer and a read can lend the stored one (no copy either way). The buffers of
+/// erased pages are recycled for later programs, and buffers held (stored plus spare) never
+/// exceed the flash's page count: the memory is the data and one pointer per page.
+#[derive(Debug)]
+struct PageStore {
+    page_bytes: usize,
+    total_pages: usize,
+    /// Per page, its data while it is programmed.
+    pages: Vec<Option<Box<[u8]>>>,
+    /// Pages holding data.
+    stored: usize,
+    /// Buffers of erased pages, for the next programs.
+    spare: Vec<Box<[u8]>>,
+    /// What an erased page reads as: all ones.
+    erased: Box<[u8]>,
+}
+
+impl PageStore {
+    fn new(total_pages: u64, page_bytes: usize) -> PageStore {
+        PageStore {
+            page_bytes,
+            total_pages: total_pages as usize,
+            pages: (0..total_pages).map(|_| None).collect(),
+            stored: 0,
+            spare: Vec::new(),
+            erased: vec![0xFF; page_bytes].into_boxed_slice(),
+        }
+    }
+
+    #[inline]
+    fn take_buffer(&mut self) -> Box<[u8]> {
+        self.spare
+            .pop()
+            // Zeroed memory comes from the allocator untouched: no page is written here.
+            .unwrap_or_else(|| vec![0; self.page_bytes].into_boxed_slice())
+    }
+
+    #[inline]
+    fn recycle(&mut self, buffer: Box<[u8]>) {
+        if self.stored + self.spare.len() < self.total_pages {
+            self.spare.push(buffer);
+        }
+    }
+
+    /// Store `buffer` as page `page`'s data (the page is erased, so its slot is empty).
+    #[inline]
+    fn keep(&mut self, page: u64, buffer: Box<[u8]>) {
+        debug_assert_eq!(buffer.len(), self.page_bytes);
+        let slot = &mut self.pages[page as usize];
+        debug_assert!(slot.is_none());
+        *slot = Some(buffer);
+        self.stored += 1;
+        // A buffer brought from outside may push the total over the page count: drop a spare.
+        if self.stored + self.spare.len() > self.total_pages {
+            self.spare.pop();
+        }
+    }
 }
 
 /// Program/erase cycles by cell type when `cell.endurance_cycles` is unset (typical datasheet
@@ -185,8 +246,9 @@ impl NativeFlashState {
             next_page: vec![0; blocks],
             erase_counts: vec![0; blocks],
             bad: vec![false; blocks],
-            data: store_data.then(|| (0..blocks).map(|_| None).collect()),
+            data: store_data.then(|| PageStore::new(geo.total_pages, geo.page_bytes as usize)),
             oob: (0..blocks).map(|_| None).collect(),
+            erased_oob: vec![0xFF; geo.oob_bytes as usize].into_boxed_slice(),
             counters: NativeCounters::default(),
             geo,
         }
@@ -333,62 +395,113 @@ impl NativeFlashState {
         Ok((block, index))
     }
 
-    /// Apply a program checked by [`NativeFlashState::check_program`].
+    /// Apply a program checked by [`NativeFlashState::check_program`]: the data is copied
+    /// once, into a recycled page buffer.
     #[inline]
     pub fn apply_program(&mut self, block: u32, index: u32, data: &[u8], oob: &[u8]) {
+        if let Some(store) = &mut self.data {
+            let mut buffer = store.take_buffer();
+            buffer.copy_from_slice(data);
+            store.keep(
+                self.geo.pages_per_block as u64 * block as u64 + index as u64,
+                buffer,
+            );
+        }
+        self.apply_program_oob(block, index, oob);
+    }
+
+    /// Apply a program checked by [`NativeFlashState::check_program`] whose data buffer
+    /// becomes the page's storage: no copy. Without a data store the buffer is dropped.
+    #[inline]
+    pub fn apply_program_owned(&mut self, block: u32, index: u32, data: Box<[u8]>, oob: &[u8]) {
+        if let Some(store) = &mut self.data {
+            store.keep(
+                self.geo.pages_per_block as u64 * block as u64 + index as u64,
+                data,
+            );
+        }
+        self.apply_program_oob(block, index, oob);
+    }
+
+    /// The write pointer, the counter and the OOB of a program.
+    #[inline]
+    fn apply_program_oob(&mut self, block: u32, index: u32, oob: &[u8]) {
         let b = block as usize;
         let ppb = self.geo.pages_per_block as usize;
         debug_assert_eq!(self.next_page[b], index);
         self.next_page[b] = index + 1;
         self.counters.programs += 1;
-        if let Some(store) = &mut self.data {
-            let page = self.geo.page_bytes as usize;
-            let arena = store[b].get_or_insert_with(|| vec![0u8; page * ppb].into_boxed_slice());
-            let at = index as usize * page;
-            arena[at..at + page].copy_from_slice(data);
-        }
         let size = self.geo.oob_bytes as usize;
         if size > 0 {
-            let arena = self.oob[b].get_or_insert_with(|| vec![0u8; size * ppb].into_boxed_slice());
+            // The OOB of an erased page is all ones already (see `apply_erase`): only the
+            // bytes given are written, so a short OOB touches one cache line, not the area.
+            let arena =
+                self.oob[b].get_or_insert_with(|| vec![0xFF; size * ppb].into_boxed_slice());
             let at = index as usize * size;
             arena[at..at + oob.len()].copy_from_slice(oob);
-            arena[at + oob.len()..at + size].fill(0xFF);
         }
+    }
+
+    /// A page-sized buffer to fill and program with [`NativeFlashState::apply_program_owned`]:
+    /// one an erase freed when there is one (its contents are stale), else a new zeroed one.
+    /// None without a data store.
+    #[inline]
+    pub fn take_buffer(&mut self) -> Option<Box<[u8]>> {
+        self.data.as_mut().map(PageStore::take_buffer)
+    }
+
+    /// Give back a page buffer that was not programmed (kept for later programs).
+    pub fn give_back_buffer(&mut self, buffer: Box<[u8]>) {
+        if let Some(store) = &mut self.data {
+            if buffer.len() == store.page_bytes {
+                store.recycle(buffer);
+            }
+        }
+    }
+
+    /// Page `(block, index)`'s data, borrowed from the store (all 0xFF when erased); None
+    /// without a data store.
+    #[inline]
+    pub fn page_data(&self, block: u32, index: u32) -> Option<&[u8]> {
+        let store = self.data.as_ref()?;
+        if index >= self.next_page[block as usize] {
+            return Some(&store.erased);
+        }
+        let page = self.geo.pages_per_block as u64 * block as u64 + index as u64;
+        Some(
+            store.pages[page as usize]
+                .as_deref()
+                .expect("a programmed page has its data"),
+        )
+    }
+
+    /// Page `(block, index)`'s OOB, borrowed (`oob_bytes` long; all 0xFF when erased).
+    #[inline]
+    pub fn page_oob(&self, block: u32, index: u32) -> &[u8] {
+        let size = self.geo.oob_bytes as usize;
+        if size == 0 || index >= self.next_page[block as usize] {
+            return &self.erased_oob;
+        }
+        let arena = self.oob[block as usize]
+            .as_ref()
+            .expect("a programmed page has its block's OOB arena");
+        let at = index as usize * size;
+        &arena[at..at + size]
     }
 
     /// Copy page `(block, index)`'s data into `out` (0xFF when erased). Without a data store
     /// `out` is left as it is.
     #[inline]
     pub fn copy_data(&self, block: u32, index: u32, out: &mut [u8]) {
-        let Some(store) = &self.data else { return };
-        if index >= self.next_page[block as usize] {
-            out.fill(0xFF);
-            return;
+        if let Some(data) = self.page_data(block, index) {
+            out.copy_from_slice(data);
         }
-        let page = self.geo.page_bytes as usize;
-        let arena = store[block as usize]
-            .as_ref()
-            .expect("a programmed page has its block's arena");
-        let at = index as usize * page;
-        out.copy_from_slice(&arena[at..at + page]);
     }
 
     /// Copy page `(block, index)`'s OOB into `out` (`oob_bytes` long; 0xFF when erased).
     #[inline]
     pub fn copy_oob(&self, block: u32, index: u32, out: &mut [u8]) {
-        let size = self.geo.oob_bytes as usize;
-        if size == 0 {
-            return;
-        }
-        if index >= self.next_page[block as usize] {
-            out.fill(0xFF);
-            return;
-        }
-        let arena = self.oob[block as usize]
-            .as_ref()
-            .expect("a programmed page has its block's OOB arena");
-        let at = index as usize * size;
-        out.copy_from_slice(&arena[at..at + size]);
+        out.copy_from_slice(self.page_oob(block, index));
     }
 
     /// Check an erase of `block`. An erase of a block at its endurance limit fails and the
@@ -412,10 +525,24 @@ impl NativeFlashState {
         Ok(())
     }
 
-    /// Apply an erase checked by [`NativeFlashState::check_erase`]. The block's memory is kept
-    /// for its next programs.
+    /// Apply an erase checked by [`NativeFlashState::check_erase`]: the programmed pages' OOB
+    /// returns to all ones, and their data buffers are kept for the next programs.
     pub fn apply_erase(&mut self, block: u32) {
         let b = block as usize;
+        let programmed = self.next_page[b] as usize;
+        if let Some(arena) = &mut self.oob[b] {
+            arena[..programmed * self.geo.oob_bytes as usize].fill(0xFF);
+        }
+        if let Some(store) = &mut self.data {
+            let ppb = self.geo.pages_per_block as usize;
+            let first = b * ppb;
+            for page in first..first + programmed {
+                if let Some(buffer) = store.pages[page].take() {
+                    store.stored -= 1;
+                    store.recycle(buffer);
+                }
+            }
+        }
         self.next_page[b] = 0;
         self.erase_counts[b] += 1;
         self.counters.erases += 1;

@@ -546,10 +546,18 @@ pub struct RequestLogRow {
     /// the split the job's `ssd_job` section sums per direction.
     pub queue_ns: u64,
     pub service_ns: u64,
+    /// A cached-mapping FTL's (DFTL) work for the request: translation pages read and
+    /// written (also counted in `flash_reads`/`flash_writes`), mapping-cache hits and misses,
+    /// and device-CPU time; 0 under an FTL that keeps every mapping in RAM.
+    pub translation_reads: u32,
+    pub translation_writes: u32,
+    pub mapping_hits: u32,
+    pub mapping_misses: u32,
+    pub device_cpu_ns: u64,
 }
 
 impl RequestLogRow {
-    pub const CSV_HEADER: &'static str = "request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns,queue_ns,service_ns";
+    pub const CSV_HEADER: &'static str = "request,op,logical_sector,size_bytes,duration_ns,flash_reads,flash_writes,oob_reads,oob_writes,erases,physical_sector,flash_duration_ns,queue_ns,service_ns,translation_reads,translation_writes,mapping_hits,mapping_misses,device_cpu_ns";
 
     /// Set the duration (issue to completion) and its split into queueing time (`queue_ns`,
     /// capped at the duration) and service time.
@@ -561,7 +569,7 @@ impl RequestLogRow {
 
     pub fn csv_line(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.request,
             self.op,
             self.logical_sector,
@@ -575,7 +583,12 @@ impl RequestLogRow {
             self.physical_sector,
             self.flash_duration_ns,
             self.queue_ns,
-            self.service_ns
+            self.service_ns,
+            self.translation_reads,
+            self.translation_writes,
+            self.mapping_hits,
+            self.mapping_misses,
+            self.device_cpu_ns
         )
     }
 }
