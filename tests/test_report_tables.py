@@ -83,3 +83,19 @@ def test_die_utilisation_goes_beside_throughput_and_latency():
     listed = ["die_utilisation", "read.iops"]
     assert with_die_utilisation(listed, columns) == listed
     assert with_die_utilisation(["read.iops"], ["read.iops"]) == ["read.iops"]
+
+
+def test_the_headline_shows_only_the_metrics_the_spec_names():
+    response = _table("cache.mean_ssd_response_ns", [(0.0, [100, 50, 101, 45])])
+    crc = _table("flexecc.crc_reads", [(0.0, [0, 0, 7, 9])])
+    util = _table("die_utilisation", [(0.0, [0.5, 0.25, 0.5, 0.2])])
+    report = _report([response, crc, util])
+    shown = Report(
+        **{**report.__dict__, "headline_metrics": ["die_utilisation", "flexecc.crc_reads"]}
+    )
+    header = headline(shown).splitlines()[0]
+    fields = [f.strip() for f in header.strip("|").split("|")]
+    assert "flexecc.crc_reads: flexecc.mode=flex" in fields
+    assert "die_utilisation: flexecc.mode=flex" in fields
+    assert not any(f.startswith("cache.mean_ssd_response_ns") for f in fields)
+    assert len(fields) == 1 + 2 * 3

@@ -427,3 +427,20 @@ def test_reproduce_seassd_quick_runs_the_study_and_its_ablation(tmp_path):
     for name in ("report.md", "results.csv", "waf.csv", "waf.png"):
         assert (out / "report" / name).exists()
         assert (out / "seassd-ablation" / "report" / name).exists()
+
+
+def test_a_headline_metric_outside_the_reports_metrics_is_an_error(tmp_path):
+    from ssdlab.report import ReportError, make_report
+
+    out = tmp_path / "out"
+    path = write_spec(tmp_path, TINY_SPEC.replace("seed = [1, 2]", "seed = [1]"))
+    run_sweep(path, out=out, workers=1, progress=False)
+    meta_path = out / "sweep.json"
+    meta = json.loads(meta_path.read_text())
+    meta["report"] = {**(meta.get("report") or {}), "metrics": ["waf"], "headline": ["read.iops"]}
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ReportError, match=r"headline names 'read.iops'.*metrics \(waf"):
+        make_report(out)
+    meta["report"]["headline"] = ["waf"]
+    meta_path.write_text(json.dumps(meta))
+    assert make_report(out).headline_metrics[0] == "waf"

@@ -46,6 +46,13 @@ LABELS = {
     "oltp.main_p50_ms": "principal transaction p50 (ms)",
     "oltp.energy_per_transaction_mj": "energy per transaction (mJ)",
     "oltp.write_request_share": "share of page-sized device requests that are writes",
+    "cache.mean_ssd_response_ns": "SSD response, mean (ns)",
+    "cache.mean_ssd_read_response_ns": "SSD read response, mean (ns)",
+    "cache.mean_response_ns": "host response, mean (ns)",
+    "cache.corruption_disk_reads": "corrupt clean pages refetched by the host",
+    "cache.scrub_prefetched": "pages refetched by the scrubber",
+    "cache.read_hit_ratio": "cache read hit ratio",
+    "gc.time_ns": "GC time (ns)",
 }
 
 REPORT_DIR = "report"
@@ -79,6 +86,8 @@ class Report:
     tables: list[MetricTable]
     failed: int
     runs: int
+    #: The metrics the terminal table shows (the spec's ``[report] headline``); None: all.
+    headline_metrics: list[str] | None = None
 
 
 def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = None) -> Report:
@@ -116,6 +125,16 @@ def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = Non
                 f"{where}: metric {metric!r} is not a result column; columns "
                 f"include: {', '.join(c for c in ok.columns if '.' in c or c == 'waf')[:600]}"
             )
+    headline_metrics = settings.get("headline")
+    if headline_metrics is not None:
+        unknown = [m for m in headline_metrics if m not in metrics]
+        if unknown:
+            raise ReportError(
+                f"{where}: headline names {', '.join(map(repr, unknown))}, which "
+                f"{'is' if len(unknown) == 1 else 'are'} not among the report's metrics "
+                f"({', '.join(metrics)})"
+            )
+        headline_metrics = with_die_utilisation(list(headline_metrics), ok.columns)
     target = Path(report_dir) if report_dir else out / REPORT_DIR
     target.mkdir(parents=True, exist_ok=True)
     title = settings.get("title") or meta.get("description") or f"sweep {meta.get('name')}"
@@ -142,7 +161,13 @@ def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = Non
     path = target / "report.md"
     path.write_text(markdown, encoding="utf-8")
     return Report(
-        title=title, markdown=markdown, path=path, tables=tables, failed=failed, runs=len(results)
+        title=title,
+        markdown=markdown,
+        path=path,
+        tables=tables,
+        failed=failed,
+        runs=len(results),
+        headline_metrics=headline_metrics,
     )
 
 
@@ -332,30 +357,33 @@ def _change(first: tuple[float, float, int] | None, second: tuple[float, float, 
 
 
 def headline(report: Report) -> str:
-    """Every metric of a report side by side in one markdown table (what ``reproduce``
-    prints): a row per x value; per metric, a column per value of the first series axis and,
+    """The report's headline metrics (every metric unless the spec's ``[report] headline``
+    names some) side by side in one markdown table (what ``reproduce`` prints): a row per x
+    value; per metric, a column per value of the first series axis and,
     with two of them, the change from the first to the second. Further series axes join x in
     the rows (``0.07, T2``), so the table stays as wide as the metrics times the first axis's
     values."""
-    if not report.tables:
+    shown = report.headline_metrics
+    tables = [t for t in report.tables if shown is None or t.metric in shown]
+    if not tables:
         return ""
-    first = report.tables[0]
+    first = tables[0]
     column_keys, row_keys = first.series_keys[:1], first.series_keys[1:]
     columns = list(dict.fromkeys(values[:1] for values in first.series_values))
     row_groups = list(dict.fromkeys(values[1:] for values in first.series_values))
     change = len(columns) == 2
     header = [", ".join([first.x, *row_keys])]
-    for table in report.tables:
+    for table in tables:
         header += [f"{table.label}: {_series_label(column_keys, c)}" for c in columns]
         if change:
             header.append("change")
     # Per table, the series label of each (column, row group) of axis values.
-    labels = [dict(zip(t.series_values, t.series, strict=True)) for t in report.tables]
+    labels = [dict(zip(t.series_values, t.series, strict=True)) for t in tables]
     rows = []
     for rest in row_groups:
         for index, (x_value, _) in enumerate(first.rows):
             row = [", ".join(_fmt_value(v) for v in (x_value, *rest))]
-            for table, label_of in zip(report.tables, labels, strict=True):
+            for table, label_of in zip(tables, labels, strict=True):
                 cells = table.rows[index][1]
                 picked = [cells.get(label_of.get((*c, *rest), "")) for c in columns]
                 row += [_cell(cell) for cell in picked]

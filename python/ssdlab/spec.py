@@ -110,7 +110,7 @@ _TOP_KEYS = {
     "default_scale",
     "companions",
 }
-_REPORT_KEYS = {"x", "series", "metrics", "title"}
+_REPORT_KEYS = {"x", "series", "metrics", "headline", "title"}
 _TRACE_KEYS = {"trace", "format", "queue_depth", "time_scale", "closed_loop"}
 
 
