@@ -559,11 +559,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         text = result.to_json() + "\n"
     else:
         text = format_normal(result.to_dict(), device.source_name)
-    if args.output is None:
-        sys.stdout.write(text)
-    else:
-        with open(args.output, "w", encoding="utf-8") as out:
-            out.write(text)
+    _write_output(text, args.output)
     if args.time_series is not None:
         with open(args.time_series, "w", encoding="utf-8") as out:
             json.dump(device.time_series(), out, indent=1)
@@ -601,12 +597,17 @@ def _run_builtin(args: argparse.Namespace) -> int:
         if args.output_format == "json"
         else (format_normal(result.to_dict(), device.source_name))
     )
-    if args.output is None:
+    _write_output(text, args.output)
+    return EXIT_OK
+
+
+def _write_output(text: str, path: str | None) -> None:
+    """A command's report: to ``--output``'s file when given, else to standard output."""
+    if path is None:
         sys.stdout.write(text)
     else:
-        with open(args.output, "w", encoding="utf-8") as out:
+        with open(path, "w", encoding="utf-8") as out:
             out.write(text)
-    return EXIT_OK
 
 
 def format_normal(report: dict[str, Any], source: str) -> str:
@@ -835,11 +836,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         text = json.dumps(summary, indent=2) + "\n"
     else:
         text = format_normal(summary, args.config) + format_emulator(summary["emulator"])
-    if args.output is None:
-        sys.stdout.write(text)
-    else:
-        with open(args.output, "w", encoding="utf-8") as out:
-            out.write(text)
+    _write_output(text, args.output)
     return EXIT_OK
 
 
