@@ -41,6 +41,16 @@ class Session(Protocol):
     def execute(self, kind: str) -> bool: ...
 
 
+class SessionBase:
+    """What every workload's session holds: its workload, the connection it runs on and one
+    cursor over it (statements reuse the cursor, so none is created per transaction)."""
+
+    def __init__(self, workload: Any, conn: Any) -> None:
+        self.wl = workload
+        self.conn = conn
+        self.cur = conn.cursor()
+
+
 class Workload(Protocol):
     name: str
     transaction_types: tuple[str, ...]

@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ssdlab.oltp.driver import check_int, insert_batches, transaction
+from ssdlab.oltp.driver import SessionBase, check_int, insert_batches, transaction
 
 #: Random digits per group and groups per value, from sysbench's c and pad templates.
 _GROUP_DIGITS = 11
@@ -118,13 +118,11 @@ class Sysbench:
         return SysbenchSession(self, conn, seed)
 
 
-class SysbenchSession:
+class SysbenchSession(SessionBase):
     """Runs ``oltp_read_write`` transactions on one connection, ids drawn from the run seed."""
 
     def __init__(self, workload: Sysbench, conn: Any, seed: int) -> None:
-        self.wl = workload
-        self.conn = conn
-        self.cur = conn.cursor()
+        super().__init__(workload, conn)
         self.rng = random.Random(f"sysbench-run-{seed}")
         self.ids = IdGenerator(self.rng, workload.rand_type)
 

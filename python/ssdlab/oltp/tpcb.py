@@ -44,7 +44,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ssdlab.oltp.driver import check_int, insert_batches, transaction
+from ssdlab.oltp.driver import SessionBase, check_int, insert_batches, transaction
 
 TELLERS_PER_BRANCH = 10
 ACCOUNTS_PER_BRANCH = 100_000
@@ -130,13 +130,11 @@ class Tpcb:
         return TpcbSession(self, conn, seed)
 
 
-class TpcbSession:
+class TpcbSession(SessionBase):
     """Runs pgbench's ``tpcb-like`` script back to back on one connection."""
 
     def __init__(self, workload: Tpcb, conn: Any, seed: int) -> None:
-        self.wl = workload
-        self.conn = conn
-        self.cur = conn.cursor()
+        super().__init__(workload, conn)
         self.rng = random.Random(f"tpcb-run-{seed}")
         self.ordinal = 0
         #: The last transaction's account balance (what pgbench's SELECT returns).

@@ -47,7 +47,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from ssdlab.oltp.driver import check_int, insert_batches, transaction
+from ssdlab.oltp.driver import SessionBase, check_int, insert_batches, transaction
 
 DISTRICTS_PER_WAREHOUSE = 10
 ITEMS = 100_000
@@ -361,13 +361,11 @@ class Tpcc:
         return TpccSession(self, conn, seed)
 
 
-class TpccSession:
+class TpccSession(SessionBase):
     """Runs the mix on one connection: ``next_type`` deals from the deck, ``execute`` runs."""
 
     def __init__(self, workload: Tpcc, conn: Any, seed: int) -> None:
-        self.wl = workload
-        self.conn = conn
-        self.cur = conn.cursor()
+        super().__init__(workload, conn)
         constants = random.Random(f"tpcc-constants-{seed}")
         self.r = TpccRandom(
             f"tpcc-run-{seed}",

@@ -43,7 +43,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from ssdlab.oltp.driver import insert_batches, transaction
+from ssdlab.oltp.driver import SessionBase, insert_batches, transaction
 
 QUERIES = (1, 6, 12, 14)
 
@@ -670,13 +670,11 @@ def _comment(rng: random.Random, pool: str, low: int, high: int) -> str:
     return pool[at : at + length]
 
 
-class TpchSession:
+class TpchSession(SessionBase):
     """Runs the workload's queries round-robin; ``results`` keeps each query's last rows."""
 
     def __init__(self, workload: Tpch, conn: Any, seed: int) -> None:
-        self.wl = workload
-        self.conn = conn
-        self.cur = conn.cursor()
+        super().__init__(workload, conn)
         self.rng = random.Random(f"tpch-run-{seed}")
         self.turn = 0
         self.results: dict[str, list[tuple[Any, ...]]] = {}
