@@ -403,6 +403,14 @@ def _add_sweep_commands(commands: Any) -> None:
         help="host CPU time between I/Os: none (default) or measured wall time",
     )
     db_run.add_argument(
+        "--clock",
+        choices=("virtual", "realtime"),
+        default="virtual",
+        help="virtual: simulated time (default); realtime: the device paced to the wall "
+        "clock, each I/O returning at its completion, as a real-time emulator (the host's "
+        "own time counts as it passes; --cpu does not apply)",
+    )
+    db_run.add_argument(
         "--backend",
         choices=("block", "native"),
         default="block",
@@ -1008,6 +1016,8 @@ def _cmd_db_run(args: argparse.Namespace) -> int:
         oltp.make_workload(args.workload, **dict(params))
     except ValueError as err:
         raise UsageError(_db_option_error(args.workload, str(err))) from None
+    if args.clock == "realtime" and args.cpu != "zero":
+        raise UsageError("--cpu: a --clock realtime run counts the host's time as it passes")
     try:
         settings = OltpSettings(
             workload=args.workload,
@@ -1017,7 +1027,7 @@ def _cmd_db_run(args: argparse.Namespace) -> int:
             transactions=args.transactions,
             warmup_transactions=args.warmup,
             hints=frozenset() if args.backend == "native" else parse_hints(args.hints),
-            cpu=args.cpu,
+            cpu="realtime" if args.clock == "realtime" else args.cpu,
             precondition=args.precondition,
             backend=args.backend,
         )

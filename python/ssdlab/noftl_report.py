@@ -213,3 +213,82 @@ def write_fio_table(out_dir: str | Path) -> str:
             cells.append(f"{r['iops']:,.0f} / {r['mean_us']:,.1f} / {r['p99_us']:,.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def write_realtime(out_dir: str | Path) -> str:
+    """The real-time study's table: per workload and clock (``virtual``, ``realtime``), NoFTL's
+    transactions per second and each baseline's slowdown, then per workload how real time
+    compares with simulated time (realtime / virtual throughput of each system). Written as
+    ``report/realtime.csv`` and ``report/realtime.png``; "" without results of both clocks."""
+    out = Path(out_dir)
+    results = load_results(out)
+    if "clock" not in results:
+        return ""
+    by_clock = {
+        clock: slowdown_rows(results[results["clock"] == clock])
+        for clock in ("virtual", "realtime")
+    }
+    if not all(rows for _, rows in by_clock.values()):
+        return ""
+    baselines = sorted({b for bases, _ in by_clock.values() for b in bases}, key=_baseline_order)
+    systems = ["noftl", *baselines]
+    records = []
+    for clock, (_, rows) in by_clock.items():
+        for row in rows:
+            record: dict[str, Any] = {"workload": row["workload"], "clock": clock}
+            for system in systems:
+                cell = row.get(system)
+                record[system] = cell[0] if cell else math.nan
+                if system != "noftl":
+                    slowdown = row.get(f"{system} slowdown")
+                    record[f"{system} slowdown"] = slowdown[0] if slowdown else math.nan
+            records.append(record)
+    frame = pd.DataFrame(records)
+    target = out / REPORT_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(target / "realtime.csv", index=False)
+    _plot_realtime(frame, baselines, target / "realtime.png")
+    header = ["workload", "clock", "NoFTL tx/s", *(f"slowdown vs {b}" for b in baselines)]
+    lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (len(header) - 2)]
+    for record in records:
+        cells = [record["workload"], record["clock"], _fmt((record["noftl"], 0.0, 1))]
+        cells += [_fmt((record[f"{b} slowdown"], 0.0, 1), factor=True) for b in baselines]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| workload | "
+        + " | ".join(f"{'NoFTL' if s == 'noftl' else s} realtime / virtual" for s in systems)
+        + " |",
+        "|---|" + "---:|" * len(systems),
+    ]
+    for workload in dict.fromkeys(frame["workload"]):
+        rows = frame[frame["workload"] == workload].set_index("clock")
+        if not {"virtual", "realtime"} <= set(rows.index):
+            continue
+        cells = [str(workload)]
+        for system in systems:
+            ratio = rows.loc["realtime", system] / rows.loc["virtual", system]
+            cells.append(_fmt((float(ratio), 0.0, 1), factor=True))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _plot_realtime(frame: pd.DataFrame, baselines: list[str], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    groups = list(frame.itertuples(index=False))
+    figure = Figure(figsize=(max(6.0, 1.2 * len(groups) + 2), 4.0), layout="constrained")
+    axes = figure.add_subplot()
+    width = 0.8 / max(len(baselines), 1)
+    columns = list(frame.columns)
+    for index, base in enumerate(baselines):
+        column = columns.index(f"{base} slowdown")
+        xs = [p + (index - (len(baselines) - 1) / 2) * width for p in range(len(groups))]
+        axes.bar(xs, [g[column] for g in groups], width, label=base)
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    axes.set_xticks(range(len(groups)))
+    axes.set_xticklabels([f"{g.workload}\n{g.clock}" for g in groups], fontsize=8)
+    axes.set_ylabel("slowdown vs NoFTL (x)")
+    axes.set_title("NoFTL: slowdown of each baseline, simulated vs real time")
+    axes.legend(fontsize=7)
+    figure.savefig(path, dpi=120)

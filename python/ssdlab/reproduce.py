@@ -54,8 +54,8 @@ def load(name: str, scale: str = DEFAULT_SCALE) -> spec_mod.Spec:
 
 def extra_report(name: str, out_dir: str) -> str:
     """A study's own table beyond the sweep report (markdown; "" for most studies): the
-    NoFTL fio study's compact table, the database study's slowdown factors and FlexECC's
-    predicted against measured gain."""
+    NoFTL fio study's compact table, the database study's slowdown factors (in simulated and
+    in real time) and FlexECC's predicted against measured gain."""
     if name == "noftl":
         from ssdlab.noftl_report import write_fio_table
 
@@ -68,6 +68,10 @@ def extra_report(name: str, out_dir: str) -> str:
         from ssdlab.noftl_report import write_slowdown
 
         return write_slowdown(out_dir)
+    if name == "noftl-realtime":
+        from ssdlab.noftl_report import write_realtime
+
+        return write_realtime(out_dir)
     return ""
 
 

@@ -9,11 +9,14 @@ recorded in the store and does not stop the sweep.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import socket
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 from ssdlab.device import Device, RunResult
@@ -85,7 +88,14 @@ def _simulate(task: dict[str, Any]) -> RunResult | SectionRun:
 
         return run_hdfs(device, workload, seed=task["seed"], hints=bool(parse_hints(task["hints"])))
     if kind in WORKLOADS:
-        return _database(device, workload, seed=task["seed"], hints=task["hints"], native=native)
+        return _database(
+            device,
+            workload,
+            seed=task["seed"],
+            hints=task["hints"],
+            native=native,
+            realtime=task.get("clock") == "realtime",
+        )
     raise ValueError(f"unknown workload kind {kind!r}")
 
 
@@ -126,10 +136,16 @@ def _cache(task: dict[str, Any], params: dict[str, Any]) -> SectionRun:
 
 
 def _database(
-    device: Device, params: dict[str, Any], *, seed: int, hints: Any, native: bool = False
+    device: Device,
+    params: dict[str, Any],
+    *,
+    seed: int,
+    hints: Any,
+    native: bool = False,
+    realtime: bool = False,
 ) -> SectionRun:
     """A database workload (TPC-C, TPC-B, TPC-H, sysbench) on SQLite on the device (the
-    runner has preconditioned it)."""
+    runner has preconditioned it); in real time, the device paced to the wall clock."""
     from ssdlab.db import RUN_DEFAULTS, OltpSettings, parse_hints, run_oltp, workload_params
 
     # The task's workload entry is its name and kind, then the built-in's parameters: the
@@ -141,9 +157,27 @@ def _database(
         hints=frozenset() if native else parse_hints(hints),
         precondition=False,
         backend="native" if native else "block",
+        cpu="realtime" if realtime else "zero",
         **{k: params[k] for k in RUN_DEFAULTS},
     )
-    return SectionRun(run_oltp(device, settings, seed=seed), seed, ("oltp", "sqlite"))
+    if not realtime:
+        return SectionRun(run_oltp(device, settings, seed=seed), seed, ("oltp", "sqlite"))
+    with _realtime_turn():
+        return SectionRun(run_oltp(device, settings, seed=seed), seed, ("oltp", "sqlite"))
+
+
+@contextlib.contextmanager
+def _realtime_turn() -> Iterator[None]:
+    """One real-time run at a time on this machine: its figures are wall time, and two
+    paced runs (each spinning on its waits) would share the cores and slow each other. Other
+    runs of the sweep go on beside it."""
+    path = os.path.join(tempfile.gettempdir(), "ssdlab-realtime.lock")
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _hotcold(device: Device, params: dict[str, Any], *, seed: int, hints: bool) -> RunResult:

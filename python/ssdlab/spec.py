@@ -42,11 +42,14 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 #: Axes that are not configuration keys.
-SEED, HINTS, WORKLOAD, BACKEND = "seed", "hints", "workload", "backend"
-SPECIAL_AXES = (SEED, HINTS, WORKLOAD, BACKEND)
+SEED, HINTS, WORKLOAD, BACKEND, CLOCK = "seed", "hints", "workload", "backend", "clock"
+SPECIAL_AXES = (SEED, HINTS, WORKLOAD, BACKEND, CLOCK)
 #: The ``backend`` axis: a database on the device's block interface (its FTL) or on its
 #: native flash under the host's FTL (NoFTL). Only database workloads run natively.
 BACKENDS = ("block", "native")
+#: The ``clock`` axis: a database run in simulated time, or with the device paced to the wall
+#: clock as a real-time emulator (``ssdlab.sqlite``'s ``cpu="realtime"``).
+CLOCKS = ("virtual", "realtime")
 
 #: The configuration key the ``hints`` axis sets: off gives every experiment its baseline.
 HONOR_HINTS_KEY = "placement.honor_hints"
@@ -154,6 +157,8 @@ class Run:
     precondition_passes: float | None
     #: "block" or "native" (a database on the host's FTL over the device's native flash).
     backend: str = "block"
+    #: "virtual" or "realtime" (a database run with the device paced to the wall clock).
+    clock: str = "virtual"
 
     def task(self) -> dict[str, Any]:
         """The plain-data form sent to a worker (no ssdlab objects, so any worker can load it)."""
@@ -168,6 +173,7 @@ class Run:
             "hints": self.hints,
             "precondition_passes": self.precondition_passes,
             "backend": self.backend,
+            "clock": self.clock,
         }
 
 
@@ -621,6 +627,12 @@ def _axes(
                     raise lines.error(
                         where, key, f"axis 'backend': expected block or native, got {v!r}"
                     )
+        elif key == CLOCK:
+            for v in values:
+                if v not in CLOCKS:
+                    raise lines.error(
+                        where, key, f"axis 'clock': expected virtual or realtime, got {v!r}"
+                    )
         elif key == WORKLOAD:
             for v in values:
                 if v not in workloads:
@@ -774,6 +786,14 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
                 f"axis 'backend': workload {workload.name!r} ({workload.kind}) runs on the block "
                 "interface only; native flash runs database workloads",
             )
+        clock = point.get(CLOCK, "virtual")
+        if clock == "realtime" and workload.kind not in _DATABASE_BUILTINS:
+            raise lines.error(
+                where,
+                CLOCK,
+                f"axis 'clock': workload {workload.name!r} ({workload.kind}) runs in simulated "
+                "time only; database workloads run in real time",
+            )
         identity = {
             "version": _core.__version__,
             "config_hash": config_hash,
@@ -784,6 +804,8 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
         }
         if backend != "block":  # keeps the keys of block-interface runs as they were
             identity["backend"] = backend
+        if clock != "virtual":
+            identity["clock"] = clock
         key = _sha256(identity)[:20]
         if key in seen:
             raise lines.error(
@@ -806,6 +828,7 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
                 hints=point[HINTS],
                 precondition_passes=spec.precondition_passes,
                 backend=backend,
+                clock=clock,
             )
         )
     return runs

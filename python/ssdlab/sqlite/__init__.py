@@ -34,8 +34,11 @@ deleted when closed. ``xSync`` is a device flush.
 **Time.** SQLite's I/O is synchronous, so requests go one at a time at the device clock. Before
 each I/O the host's CPU time since the previous one returned is added: ``cpu="wall"`` advances
 the clock by that wall time times ``cpu_factor`` (everything the host did: SQLite, the VFS's own
-Python and the application's code), ``cpu="zero"`` adds nothing. :meth:`Connection.clock_ns`
-is the simulated time.
+Python and the application's code), ``cpu="zero"`` adds nothing. ``cpu="realtime"`` runs the
+device in real time, as the NoFTL paper's emulator did: each request is issued at the wall
+time it is made and returns when the wall clock reaches its simulated completion, so the
+simulated clock follows the wall clock and the host's own time (the simulation's included)
+counts as it passes. :meth:`Connection.clock_ns` is the simulated time.
 
 **Checkpoints.** The connection checkpoints the WAL once more than ``wal_limit_bytes`` were
 written to it since its last checkpoint (after the call that wrote them, with no transaction
@@ -172,7 +175,8 @@ def connect(
         hints: which SEA-SSD hints to send: True (all: classification, prediction, settings),
             False (none), or some of them for an ablation, as ``"classify+predict"`` or
             ``{"classify", "predict"}`` (see :data:`HINT_KINDS`).
-        cpu: host CPU-time model between I/Os: ``"wall"`` or ``"zero"``.
+        cpu: host CPU-time model between I/Os: ``"wall"``, ``"zero"`` or ``"realtime"`` (the
+            device paced to the wall clock; ``cpu_factor`` is then unused).
         cpu_factor: scale of the wall time under ``cpu="wall"``.
         page_size: SQLite page size of a new database (a power of two, 512 .. 65536).
         cache_bytes: SQLite's page cache (``PRAGMA cache_size``).

@@ -307,6 +307,15 @@ class Connection:
         """The device's simulated time now, in ns (measure latency in simulated time with it)."""
         return self._store._handle.now
 
+    def leave_realtime(self) -> None:
+        """Stop pacing the device to the wall clock (``cpu="realtime"``): later I/O runs in
+        simulated time with no host time added, e.g. a check after the measured part of a run.
+        The pacing's counters stay in :meth:`stats`."""
+        host = self._host
+        if host.pacer is not None:
+            host.paced, host.pacer = host.pacer, None
+            host.cpu_wall = False
+
     def stats(self) -> dict[str, Any]:
         """This connection's I/O counters, and the VFS's totals and hints on this device."""
         return {
@@ -318,7 +327,15 @@ class Connection:
             "checkpoint_errors": self.checkpoint_errors,
             "extents": {"total": self._store.allocator.total, "free": self._store.allocator.free},
             **({"host_ftl": self._store.ftl.stats()} if hasattr(self._store, "ftl") else {}),
+            **({"realtime": self._pacing()} if self._host.paced is not None else {}),
         }
+
+    def _pacing(self) -> dict[str, int]:
+        """A real-time connection's pacing: requests paced and the wall time the host spent
+        waiting for their completions (the rest of the run's wall time is the host's own)."""
+        pacer = self._host.paced
+        assert pacer is not None
+        return {"requests": pacer.requests, "waited_ns": pacer.waited_ns}
 
     @property
     def raw(self) -> apsw.Connection:

@@ -10,7 +10,10 @@ Time: SQLite's I/O is synchronous, so each request is submitted alone at the dev
 Before an I/O, the host's CPU time since the previous I/O returned is added by the connection's
 model (:class:`Host`): ``cpu="wall"`` advances the clock by the wall time that passed times
 ``cpu_factor``; ``cpu="zero"`` adds nothing. The time the device simulation itself takes is
-never counted as host time.
+never counted as host time. ``cpu="realtime"`` paces the device to wall time instead, as a
+real-time emulator does (:class:`RealtimePacer`): each request is issued at the wall time it
+is made and returns when the wall clock reaches its completion, so everything the host does,
+the simulation's own cost included, takes the time it really takes.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import heapq
 import struct
 import threading
+import time
 import weakref
 from dataclasses import dataclass, fields
 from time import perf_counter_ns
@@ -95,11 +99,75 @@ class IoCounters:
         return out
 
 
+#: The host CPU-time models (:class:`Host`).
+CPU_MODELS = ("zero", "wall", "realtime")
+
+#: The last part of a realtime wait is spun, not slept: a sleep overshoots by about 100 us at
+#: the median here (longer than a flash read) and by milliseconds at the tail, and the
+#: overshoot would count as host time.
+_SPIN_NS = 3_000_000
+
+
+class RealtimePacer:
+    """Ties a device's clock to the wall clock: device time ``origin_device + (wall -
+    origin_wall)``. Before a request the clock moves up to the wall time (the host's time
+    since the last request passes on the device too); after it, the host waits until the wall
+    clock reaches the request's completion. So at every request the simulated clock equals
+    the wall clock since the origin: the host's work between requests (SQLite, Python, the
+    simulation's own cost) is idle device time. The origin is taken at the first request, and
+    again whenever something else moved the device's clock since the last one (a reset of
+    the measurements, another connection's requests), so that the pacing never waits for
+    time it did not see pass. ``waited_ns`` is the wall time spent waiting for completions."""
+
+    __slots__ = ("last_device_ns", "origin_device_ns", "origin_wall_ns", "requests", "waited_ns")
+
+    def __init__(self) -> None:
+        self.origin_wall_ns = 0
+        self.origin_device_ns = 0
+        self.last_device_ns = -1
+        self.waited_ns = 0
+        self.requests = 0
+
+    def issue(self, clock: Any) -> None:
+        """Move the device's clock to now (in wall terms) before a request."""
+        wall = perf_counter_ns()
+        now = clock.now
+        if now != self.last_device_ns:
+            self.origin_wall_ns = wall
+            self.origin_device_ns = now
+            return
+        target = self.origin_device_ns + (wall - self.origin_wall_ns)
+        if target > now:
+            clock.advance_to(target)
+
+    def complete(self, clock: Any) -> None:
+        """Wait until the wall clock reaches the device's clock (the request's completion)."""
+        self.requests += 1
+        done = self.last_device_ns = clock.now
+        wake = self.origin_wall_ns + (done - self.origin_device_ns)
+        now = perf_counter_ns()
+        if wake <= now:
+            return
+        self.waited_ns += wake - now
+        if wake - now > _SPIN_NS:
+            time.sleep((wake - now - _SPIN_NS) / 1e9)
+        while perf_counter_ns() < wake:
+            pass
+
+
 class Host:
     """One connection's host: its CPU-time model, whether it sends hints, and its counters."""
 
     __slots__ = (
-        "counters", "cpu_factor", "cpu_wall", "generation", "hints", "last_wall_ns", "predict",
+        "counters",
+        "cpu_factor",
+        "cpu_wall",
+        "generation",
+        "hints",
+        "last_wall_ns",
+        "paced",
+        "pacer",
+        "predict",
     )  # fmt: skip
 
     def __init__(
@@ -110,13 +178,18 @@ class Host:
         hints: bool = False,
         predict: bool | None = None,
     ):
-        if cpu not in ("wall", "zero"):
-            raise ValueError(f"cpu: expected 'wall' or 'zero', got {cpu!r}")
+        if cpu not in CPU_MODELS:
+            raise ValueError(f"cpu: expected 'wall', 'zero' or 'realtime', got {cpu!r}")
         if isinstance(cpu_factor, bool) or not isinstance(cpu_factor, (int, float)):
             raise ValueError(f"cpu_factor: expected a finite number >= 0, got {cpu_factor!r}")
         if not 0 <= cpu_factor < float("inf"):
             raise ValueError(f"cpu_factor: expected a finite number >= 0, got {cpu_factor!r}")
-        self.cpu_wall = cpu == "wall" and cpu_factor > 0
+        #: Paces the device to wall time (``cpu="realtime"``); None in simulated time.
+        self.pacer = RealtimePacer() if cpu == "realtime" else None
+        #: The pacer, kept after the pacing stops (its counters).
+        self.paced = self.pacer
+        # A paced host takes the general I/O paths (the VFS's inlined ones skip host time).
+        self.cpu_wall = (cpu == "wall" and cpu_factor > 0) or self.pacer is not None
         self.cpu_factor = float(cpu_factor)
         #: Classification hints on writes; prediction hints for WAL frames (default: with them).
         self.hints = hints
@@ -331,11 +404,18 @@ class DeviceStore:
         so the device learns of them before anything that could start GC."""
         if self.hinter.pending_predictions:
             self.hinter.send_predictions()
-        return self._submit(op, offset, length, data, hint)
+        pacer = (self.active or self.idle_host).pacer
+        if pacer is None:
+            return self._submit(op, offset, length, data, hint)
+        pacer.issue(self._handle)
+        result = self._submit(op, offset, length, data, hint)
+        pacer.complete(self._handle)
+        return result
 
     def _think(self, host: Host, start_ns: int) -> None:
-        """Add the host's CPU time since its previous I/O returned to the device clock."""
-        if host.cpu_wall:
+        """Add the host's CPU time since its previous I/O returned to the device clock (a paced
+        host's passes on its own: see :class:`RealtimePacer`)."""
+        if host.cpu_wall and host.pacer is None:
             delta = int((start_ns - host.last_wall_ns) * host.cpu_factor)
             if delta > 0:
                 if self.hinter.pending_predictions:
