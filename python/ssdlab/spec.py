@@ -779,21 +779,19 @@ def _expand(spec: Spec, lines: _Lines, prefix: tuple[str, ...]) -> list[Run]:
         config_hash = checked[signature]
         workload = spec.workloads[point[WORKLOAD]]
         backend = point.get(BACKEND, "block")
-        if backend == "native" and workload.kind not in _DATABASE_BUILTINS:
-            raise lines.error(
-                where,
-                BACKEND,
-                f"axis 'backend': workload {workload.name!r} ({workload.kind}) runs on the block "
-                "interface only; native flash runs database workloads",
-            )
         clock = point.get(CLOCK, "virtual")
-        if clock == "realtime" and workload.kind not in _DATABASE_BUILTINS:
-            raise lines.error(
-                where,
-                CLOCK,
-                f"axis 'clock': workload {workload.name!r} ({workload.kind}) runs in simulated "
-                "time only; database workloads run in real time",
-            )
+        # Native flash and real time are for database workloads only.
+        for axis, value, usual, only in (
+            (BACKEND, backend, "block", "runs on the block interface only; native flash runs"),
+            (CLOCK, clock, "virtual", "runs in simulated time only; real time runs"),
+        ):
+            if value != usual and workload.kind not in _DATABASE_BUILTINS:
+                raise lines.error(
+                    where,
+                    axis,
+                    f"axis '{axis}': workload {workload.name!r} ({workload.kind}) {only} "
+                    "database workloads",
+                )
         identity = {
             "version": _core.__version__,
             "config_hash": config_hash,
