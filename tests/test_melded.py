@@ -96,10 +96,12 @@ def test_hdfs_hints_and_melding_read_faster_and_small_reads_pay(quick):
     bw = frame["read.bw_bytes"]
     # With read groups, melding reads whole blocks at least 20 % faster than without.
     assert bw[("hdfs", True, "on")] >= 1.2 * bw[("hdfs", True, "off")]
-    # Point lookups pay a whole melded read when every read melds, not with auto.
+    # Point lookups pay a whole melded read when every read melds, not with auto: there they
+    # are read alone, and wait no longer than without melding (less, when the large reads'
+    # melding leaves the dies and channels free sooner).
     p50 = frame["read.p50_us"]
     assert p50[("hdfs-mixed", True, "on")] > 1.4 * p50[("hdfs-mixed", True, "off")]
-    assert p50[("hdfs-mixed", True, "auto")] == p50[("hdfs-mixed", True, "off")]
+    assert p50[("hdfs-mixed", True, "auto")] <= p50[("hdfs-mixed", True, "off")]
 
 
 def _device(*extra: tuple[str, str]) -> Device:

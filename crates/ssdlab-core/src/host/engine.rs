@@ -5,9 +5,10 @@
 //! where data is and goes when the request arrives, as a controller's mapping does), and each
 //! transaction waits in its die's queue. When a die becomes free, the [`Scheduler`] picks what
 //! it does next; queued reads or programs at one page offset on other planes of the die join it
-//! as one multi-plane operation. The channel is taken when an operation that needs it starts
-//! (first come, first served among the dies that the policy lets start), and read data then
-//! crosses the host link in the order it becomes ready. A host read arriving at a die that is
+//! as one multi-plane operation. A transfer asks for its channel when it is ready (a program's
+//! data in when the die starts it, a read's data out once sensed) and the channel goes to the
+//! waiting transfer the same policy ranks first (`channel`); read data then crosses the host
+//! link in the order it becomes ready. A host read arriving at a die that is
 //! programming or erasing suspends it when `cell.suspend` allows ([`Die`]). GC moves and erases
 //! are transactions too: foreground steps at the priority of the host write that waits for
 //! them (the write's completion includes them, which throttles writes in proportion to the
@@ -34,6 +35,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 const NONE: u32 = u32::MAX;
 
+mod channel;
 mod wordline_join;
 
 #[derive(Debug, Clone, Copy)]
@@ -107,6 +109,10 @@ enum Event {
     Enqueue { txn: u32 },
     /// Background GC may start on `die` if it has stayed idle.
     IdleGc { die: u32 },
+    /// The pages of read group `leader` are in `die`'s register: their data wants the channel.
+    Sensed { die: u32, leader: u32, pages: u32 },
+    /// Channel `channel` may be free for the next waiting transfer.
+    ChannelFree { channel: u32 },
 }
 
 /// Pending events in (time, sequence) order. The heap holds packed keys
@@ -198,6 +204,9 @@ pub(crate) struct Engine {
     /// When each die would be done with everything given to it (dynamic allocation's view).
     die_load_ns: Vec<u64>,
     channel_free_ns: Vec<u64>,
+    /// Transfers waiting for each channel, and their arrival order.
+    channels: Vec<channel::ChannelQueue>,
+    channel_seq: u64,
     dies_per_channel: u32,
     planes_per_die: u32,
     sched: Box<dyn Scheduler>,
@@ -262,6 +271,8 @@ impl Engine {
             channel_free_ns: (0..g.channels)
                 .map(|c| dev.timeline.channel_free_ns(c))
                 .collect(),
+            channels: (0..g.channels).map(|_| Default::default()).collect(),
+            channel_seq: 0,
             dies_per_channel: dev.derived.dies / g.channels,
             planes_per_die: g.planes_per_die,
             sched: scheduler(
@@ -485,7 +496,8 @@ impl Device {
             let channel = die / e.dies_per_channel;
             let context = DieContext {
                 now_ns: now,
-                channel_free: e.channel_free_ns[channel as usize] <= now,
+                channel_free: e.channel_free_ns[channel as usize] <= now
+                    && e.channels[channel as usize].is_idle(),
                 reads_only,
             };
             let mut heads: Heads = [None; QUEUES];
@@ -658,32 +670,18 @@ impl Device {
             self.flash.multi_plane_ops += 1;
         }
         let e = self.engine.as_mut().expect("engine");
-        let channel = (die / e.dies_per_channel) as usize;
-        let (die_free, data_end, array_start) = match lt.kind {
-            TxnKind::Read => {
-                let sensed = now + array_ns;
-                if transfers > 0 {
-                    let start = sensed.max(e.channel_free_ns[channel]);
-                    let end = start + transfers as u64 * xfer_ns;
-                    e.channel_free_ns[channel] = end;
-                    self.timeline.channel_busy_ns += transfers as u64 * xfer_ns;
-                    (if cache_read { sensed } else { end }, end, now)
-                } else {
-                    (sensed, sensed, now)
-                }
+        // With a transfer to make, the die's end is known once the channel grants it
+        // (`channel`): until then the end is an estimate and no end event is scheduled.
+        let awaiting_channel = transfers > 0 && (lt.kind == TxnKind::Program || !cache_read);
+        let (die_free, array_start) = match lt.kind {
+            TxnKind::Read if transfers > 0 && !cache_read => {
+                (now + array_ns + transfers as u64 * xfer_ns, now)
             }
-            TxnKind::Program => {
-                let mut data_in = now;
-                if transfers > 0 {
-                    let start = now.max(e.channel_free_ns[channel]);
-                    data_in = start + transfers as u64 * xfer_ns;
-                    e.channel_free_ns[channel] = data_in;
-                    self.timeline.channel_busy_ns += transfers as u64 * xfer_ns;
-                }
-                let end = data_in + array_ns;
-                (end, end, data_in)
+            TxnKind::Program if transfers > 0 => {
+                let data_in = now + transfers as u64 * xfer_ns;
+                (data_in + array_ns, data_in)
             }
-            TxnKind::Erase => (now + array_ns, now + array_ns, now),
+            _ => (now + array_ns, now),
         };
         e.dies[d].start(ActiveOp {
             id: leader,
@@ -694,18 +692,28 @@ impl Device {
             // A GC step's copybacks are programs of their own, each with the budget of one
             // (fused into one die operation only to spare events).
             max_suspends: max_suspends * lt.moves.max(1),
-            read_done_with_die: data_end == die_free,
+            read_done_with_die: lt.kind == TxnKind::Read && (transfers == 0 || !cache_read),
+            awaiting_channel,
         });
         let generation = e.dies[d].generation;
-        e.schedule(die_free, Event::DieFree { die, generation });
-        // A read's data is done when its die is free unless cache read frees the die early:
-        // then one event serves both (die_free sees the read end).
-        if lt.kind == TxnKind::Read && data_end != die_free {
-            e.schedule(data_end, Event::ReadDone { leader });
+        if !awaiting_channel {
+            e.schedule(die_free, Event::DieFree { die, generation });
+        }
+        if lt.kind == TxnKind::Read && transfers > 0 {
+            e.schedule(
+                now + array_ns,
+                Event::Sensed {
+                    die,
+                    leader,
+                    pages: transfers,
+                },
+            );
         }
         e.refresh_load(die);
         self.timeline.add_busy(die, array_ns);
-        if lt.kind != TxnKind::Read {
+        if lt.kind == TxnKind::Program && transfers > 0 {
+            self.request_channel(die, leader, transfers, array_ns);
+        } else if lt.kind != TxnKind::Read {
             self.suspend_for_waiting_reads(die);
         }
     }
@@ -1564,6 +1572,8 @@ impl Device {
             Event::ReadDone { leader } => self.read_done(leader),
             Event::Enqueue { txn } => self.enqueue_at(txn, time),
             Event::IdleGc { die } => self.idle_gc(die)?,
+            Event::Sensed { die, leader, pages } => self.sensed(die, leader, pages),
+            Event::ChannelFree { channel } => self.channel_free(channel),
         }
         Ok(())
     }

@@ -27,6 +27,9 @@ pub struct ActiveOp {
     pub max_suspends: u32,
     /// A read whose data is on the controller when the die is free (no cache read).
     pub read_done_with_die: bool,
+    /// Waiting for the channel (a program's data in, a sensed read's data out without cache
+    /// read): `end_ns` is an estimate until the transfer is granted, and nothing suspends it.
+    pub awaiting_channel: bool,
 }
 
 /// A program or erase waiting for the reads that suspended it.
@@ -61,6 +64,21 @@ impl Die {
         self.generation = self.generation.wrapping_add(1);
     }
 
+    /// The channel granted the operation in service its transfer: its array phase starts at
+    /// `array_start_ns` (a program) and it ends at `end_ns`. The generation stays: the end
+    /// event is scheduled now, for the first time.
+    pub fn granted(&mut self, array_start_ns: u64, end_ns: u64) {
+        let op = self
+            .active
+            .as_mut()
+            .expect("an operation waiting for the channel");
+        debug_assert!(op.awaiting_channel);
+        op.awaiting_channel = false;
+        op.array_start_ns = array_start_ns;
+        op.end_ns = end_ns;
+        self.free_at_ns = end_ns;
+    }
+
     /// The operation in service is done (its end event fired).
     pub fn finish(&mut self) -> Option<ActiveOp> {
         self.active.take()
@@ -71,6 +89,7 @@ impl Die {
         self.suspended.is_none()
             && self.active.is_some_and(|op| {
                 matches!(op.kind, TxnKind::Program | TxnKind::Erase)
+                    && !op.awaiting_channel
                     && op.suspends < op.max_suspends
                     && now_ns < op.end_ns
             })
@@ -105,6 +124,7 @@ impl Die {
             suspends: s.suspends,
             max_suspends: s.max_suspends,
             read_done_with_die: false,
+            awaiting_channel: false,
         };
         self.start(op);
         op
@@ -126,6 +146,7 @@ mod tests {
             suspends: 0,
             max_suspends: 1,
             read_done_with_die: false,
+            awaiting_channel: false,
         });
         assert!(die.can_suspend(300_000));
         let g = die.generation;
@@ -152,6 +173,7 @@ mod tests {
             suspends: 0,
             max_suspends: 5,
             read_done_with_die: false,
+            awaiting_channel: false,
         });
         assert_eq!(die.suspend(20, 5), 55);
         assert_eq!(die.suspended.unwrap().remaining_ns, 1_000);
