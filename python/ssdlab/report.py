@@ -138,10 +138,7 @@ def make_report(out_dir: str | os.PathLike[str], *, report_dir: str | None = Non
     target = Path(report_dir) if report_dir else out / REPORT_DIR
     target.mkdir(parents=True, exist_ok=True)
     title = settings.get("title") or meta.get("description") or f"sweep {meta.get('name')}"
-    tables = [
-        _metric_table(ok, metric, x, series_keys, target, title, axes.get(x, []))
-        for metric in metrics
-    ]
+    tables = [_metric_table(ok, metric, x, series_keys, target, title, axes) for metric in metrics]
     _write_csv(ok, tables, target)
     seeds = ok[spec_mod.SEED].nunique()
     lines = [f"# {title}", ""]
@@ -205,7 +202,7 @@ def _metric_table(
     series_keys: list[str],
     target: Path,
     title: str,
-    x_order: list[Any],
+    axes: dict[str, list[Any]],
 ) -> MetricTable:
     groups = ok.groupby([x, *series_keys], sort=True, dropna=False)[metric]
     stats = groups.agg(["mean", "std", "count"]).reset_index()
@@ -224,7 +221,18 @@ def _metric_table(
             float(std) if count > 1 and not math.isnan(std) else 0.0,
             int(count),
         )
-    ordered = sorted(rows.items(), key=lambda item: _sort_key(item[0], x_order))
+    # Series as x: numbers in order, other values as the spec lists them on their axis (so a
+    # two-series table's change reads from the first listed to the second).
+    series_order = sorted(
+        range(len(labels)),
+        key=lambda i: [
+            _sort_key(value, axes.get(key, []))
+            for key, value in zip(series_keys, label_values[i], strict=True)
+        ],
+    )
+    labels = [labels[i] for i in series_order]
+    label_values = [label_values[i] for i in series_order]
+    ordered = sorted(rows.items(), key=lambda item: _sort_key(item[0], axes.get(x, [])))
     plot = _plot(metric, x, labels, ordered, target, title)
     return MetricTable(
         metric=metric,
