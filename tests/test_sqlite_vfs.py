@@ -943,15 +943,28 @@ def test_the_device_holds_exactly_what_the_vfs_wrote():
 
 @pytest.mark.parametrize("crash_tracking", [False, True])
 def test_the_fast_paths_send_what_the_general_path_sends(monkeypatch, crash_tracking: bool):
-    # DeviceFile.fast off: every read and write takes DeviceStore's general path. On: common
-    # reads and WAL frame pages are inlined in xRead / xWrite. Device, hints, counters and the
-    # query results must agree (crash tracking keeps writes on the general path).
+    # Three paths, one flag apart: DeviceFile.fast off (every read and write takes
+    # DeviceStore's general path); on, with DeviceVfs.compiled off (common reads and WAL frame
+    # pages inlined in Python's xRead / xWrite); on with compiled (main database and WAL
+    # handles are ssdlab._core.CompiledFile: page reads, page writes, WAL frames and WAL syncs
+    # in Rust). Device, hints, counters and the query results must agree (crash tracking keeps
+    # writes on the general path and every handle in Python).
     from ssdlab import oltp
-    from ssdlab.sqlite.vfs import DeviceFile
+    from ssdlab.sqlite import vfs
 
+    compiled_handles = []
+
+    def counting_compiled_file(*args: Any) -> Any:
+        compiled_handles.append(args[0].stored.name)
+        return CompiledFile(*args)
+
+    from ssdlab._core import CompiledFile
+
+    monkeypatch.setattr(vfs, "CompiledFile", counting_compiled_file)
     results = []
-    for fast in (False, True):
-        monkeypatch.setattr(DeviceFile, "fast", fast)
+    for fast, compiled in ((False, False), (True, False), (True, True)):
+        monkeypatch.setattr(vfs.DeviceFile, "fast", fast)
+        monkeypatch.setattr(vfs.DeviceVfs, "compiled", compiled)
         dev = ssdlab.Device("seassd", store_data=True, seed=1, overrides=SEASSD_SMALL)
         conn = sq.connect(dev, "t.db", hints=True, cpu="zero", crash_tracking=crash_tracking)
         wl = oltp.load("tpcc", conn, seed=1, warehouses=1, population=0.02)
@@ -963,4 +976,10 @@ def test_the_fast_paths_send_what_the_general_path_sends(monkeypatch, crash_trac
         conn.close()
     assert results[0][1]["io_calls"] > 1000
     assert results[0][1]["reads"] > 100
+    assert results[0][2]["predictions"] > 100
     assert results[0] == results[1]
+    assert results[0] == results[2]
+    if crash_tracking:
+        assert compiled_handles == []
+    else:
+        assert set(compiled_handles) == {"/t.db", "/t.db-wal"}

@@ -169,3 +169,80 @@ class Server:
     def start(self) -> None: ...
     def stop(self) -> dict[str, Any]: ...
     def serve_forever(self, on_warning: Callable[[str], None] | None = None) -> None: ...
+
+# -- the SQLite coupling's compiled hot path (crates/ssdlab-py/src/sqlite.rs) ---------------
+
+class IoCounters:
+    reads: int
+    read_bytes: int
+    writes: int
+    write_bytes: int
+    trims: int
+    trim_bytes: int
+    syncs: int
+    short_reads: int
+    read_errors: int
+    full_errors: int
+    io_calls: int
+    vfs_ns: int
+    device_ns: int
+    def __init__(self, **fields: int) -> None: ...
+    def add(self, other: IoCounters) -> None: ...
+    def as_dict(self) -> dict[str, int | float]: ...
+
+class HintCounters:
+    dyn: int
+    stat: int
+    predictions: int
+    settings: int
+    def __init__(self, **fields: int) -> None: ...
+    def add(self, other: HintCounters) -> None: ...
+    def as_dict(self) -> dict[str, int]: ...
+
+class FreelistTracker:
+    page_size: int
+    wal_mode: bool
+    first_trunk: int
+    free_count: int
+    free_leaves: set[int]
+    def observe_header(self, data: bytes) -> None: ...
+    def observe_page(self, page_number: int, data: bytes, *, written: bool) -> None: ...
+    def resolve(self) -> list[int]: ...
+    def forget_pages_from(self, first_page: int) -> None: ...
+
+class PageEpochs:
+    checkpoints: int
+    def write(self, page_number: int, recent_checkpoints: int) -> bool: ...
+    def checkpoint(self, recent_checkpoints: int) -> None: ...
+
+class FileState:
+    name: str
+    role: str
+    size: int
+    extents: list[int]
+    freelist: FreelistTracker | None
+    wal_page_size: int
+    log_buffer: bytearray
+    log_length: int
+    log_offset: int
+    written_since_checkpoint: int
+    def __init__(self, *args: object, **kwargs: object) -> None: ...
+
+class CompiledFile:
+    fallback: object
+    def __init__(
+        self,
+        fallback: object,
+        store: object,
+        device: Device,
+        dyn_hint: CompiledHint,
+        stat_hint: CompiledHint,
+        as_sqlite_error: object,
+        log_buffer_bytes: int,
+    ) -> None: ...
+    def xRead(self, amount: int, offset: int) -> bytes: ...
+    def xWrite(self, data: bytes, offset: int) -> None: ...
+    def xSync(self, flags: int) -> None: ...
+    def xFileControl(self, op: int, ptr: int) -> bool: ...
+    def xClose(self) -> None: ...
+    def __getattr__(self, name: str) -> object: ...

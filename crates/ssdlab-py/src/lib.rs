@@ -8,6 +8,7 @@ mod memory;
 mod native;
 mod request_log;
 mod server;
+mod sqlite;
 mod value;
 
 use errors::{config_error, device_error, device_message, hint_error, value_error, workload_error};
@@ -127,7 +128,7 @@ fn format_hint(fields: &Bound<'_, PyDict>) -> PyResult<String> {
 
 /// A simulated SSD.
 #[pyclass(name = "Device", module = "ssdlab._core")]
-struct PyDevice {
+pub(crate) struct PyDevice {
     // The core is Send but not Sync. Every method takes the lock with the GIL released, so
     // threads sharing a device take turns: a call from a second thread during a long `step`
     // waits for that step (at most one chunk of the run) instead of failing with PyO3's
@@ -141,7 +142,7 @@ struct PyDevice {
 
 /// A hint parsed once ([`compile_hint`]), for requests sent many times with it.
 #[pyclass(name = "CompiledHint", module = "ssdlab._core", frozen)]
-struct CompiledHint(Hint);
+pub(crate) struct CompiledHint(pub(crate) Hint);
 
 #[pymethods]
 impl CompiledHint {
@@ -191,7 +192,7 @@ fn read_buffer(what: &str, length: u64) -> PyResult<Vec<u8>> {
 impl PyDevice {
     /// A request's range checked as the core would, before a read buffer is sized by it: a
     /// huge length is then an error rather than an allocation that aborts.
-    fn check_range(&self, op: Op, offset: u64, length: u64) -> PyResult<()> {
+    pub(crate) fn check_range(&self, op: Op, offset: u64, length: u64) -> PyResult<()> {
         let capacity = self.logical_bytes;
         if op != Op::Flush && offset.checked_add(length).is_none_or(|end| end > capacity) {
             return Err(device_error(DeviceError::OutOfRange {
@@ -201,6 +202,20 @@ impl PyDevice {
             }));
         }
         Ok(())
+    }
+
+    /// One request under the device's lock, with the GIL kept (a quick path: see
+    /// `submit_quick`).
+    pub(crate) fn submit_locked(
+        &self,
+        request: &HostRequest,
+        data: Option<&[u8]>,
+        out: Option<&mut [u8]>,
+    ) -> Result<ssdlab_core::Completion, DeviceError> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .submit(request, data, out)
     }
 
     /// Run `f` on the device under its lock, without the GIL.
@@ -723,6 +738,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDevice>()?;
     m.add_class::<server::PyServer>()?;
     m.add_class::<CompiledHint>()?;
+    m.add_class::<sqlite::IoCounters>()?;
+    m.add_class::<sqlite::HintCounters>()?;
+    m.add_class::<sqlite::FreelistTracker>()?;
+    m.add_class::<sqlite::PageEpochs>()?;
+    m.add_class::<sqlite::FileState>()?;
+    m.add_class::<sqlite::CompiledFile>()?;
     m.add_function(wrap_pyfunction!(compile_hint, m)?)?;
     m.add_class::<native::PyNativeFlash>()?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;

@@ -321,7 +321,7 @@ class Connection:
         return {
             "connection": self._host.counters.as_dict(),
             "vfs": self._store.counters().as_dict(),
-            "hints": vars(self._store.hint_counters()).copy(),
+            "hints": self._store.hint_counters().as_dict(),
             "hints_refused": self._store.hinter.refused,
             "crash_restore_writes": self._store.crash_restore_writes,
             "checkpoint_errors": self.checkpoint_errors,

@@ -21,10 +21,9 @@ With hints off the VFS builds no :class:`SeaHinter` and sends nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ssdlab._core import CompiledHint, compile_hint
+from ssdlab._core import CompiledHint, HintCounters, PageEpochs, compile_hint
 from ssdlab.errors import DeviceError
 
 #: The two hints a write carries, parsed once by the core (``CompiledHint.as_dict()`` shows
@@ -43,29 +42,9 @@ class SeaDevice(Protocol):
     def sea_settings(self, *, wal_bytes: int, cache_bytes: int) -> Any: ...
 
 
-@dataclass
-class HintCounters:
-    """Hints sent: write classifications by class, predictions and settings messages."""
-
-    dyn: int = 0
-    stat: int = 0
-    predictions: int = 0
-    settings: int = 0
-
-    def add(self, other: HintCounters) -> None:
-        self.dyn += other.dyn
-        self.stat += other.stat
-        self.predictions += other.predictions
-        self.settings += other.settings
-
-
-@dataclass
-class _DatabaseEpochs:
-    """Per main-database file: its checkpoint count and the checkpoint each page was last
-    written in (page number -> checkpoint index)."""
-
-    checkpoint: int = 0
-    last_written: dict[int, int] = field(default_factory=dict)
+# HintCounters (``dyn``, ``stat``, ``predictions``, ``settings``) is compiled: the VFS's
+# compiled file object counts the hints it classifies in the same object.
+__all__ = ["DYN", "STAT", "HintCounters", "SeaDevice", "SeaHinter"]
 
 
 class SeaHinter:
@@ -88,7 +67,7 @@ class SeaHinter:
             )
         self.recent_checkpoints = recent_checkpoints
         self.counters = HintCounters()
-        self._databases: dict[str, _DatabaseEpochs] = {}
+        self._databases: dict[str, PageEpochs] = {}
         # Looked up per call rather than kept as bound methods, which would hold the device
         # (the VFS passes a weak proxy).
         self._device = device
@@ -116,16 +95,19 @@ class SeaHinter:
         self.counters.dyn += 1
         return DYN
 
+    def epochs(self, database: str) -> PageEpochs:
+        """The page history of main database ``database`` (made on first use): the checkpoint
+        count and the checkpoint each page was last written in (``ssdlab-sqlite``'s
+        ``sea.rs``, shared with the VFS's compiled file object)."""
+        epochs = self._databases.get(database)
+        if epochs is None:
+            epochs = self._databases[database] = PageEpochs()
+        return epochs
+
     def database_write(self, database: str, page_number: int) -> CompiledHint:
         """The hint of a write of page ``page_number`` (1-based) of main database ``database``,
         recording the write for later classifications."""
-        epochs = self._databases.get(database)
-        if epochs is None:
-            epochs = self._databases[database] = _DatabaseEpochs()
-        now = epochs.checkpoint
-        last = epochs.last_written.get(page_number)
-        epochs.last_written[page_number] = now
-        if last is not None and now - last <= self.recent_checkpoints:
+        if self.epochs(database).write(page_number, self.recent_checkpoints):
             self.counters.dyn += 1
             return DYN
         self.counters.stat += 1
@@ -135,15 +117,7 @@ class SeaHinter:
         """The main database was synced: one checkpoint ended. Pages not written in the last
         ``recent_checkpoints`` checkpoints are forgotten, so the table stays as small as the
         set of recently written pages."""
-        epochs = self._databases.get(database)
-        if epochs is None:
-            epochs = self._databases[database] = _DatabaseEpochs()
-        epochs.checkpoint += 1
-        horizon = epochs.checkpoint - self.recent_checkpoints
-        if len(epochs.last_written) > 1024:
-            epochs.last_written = {
-                page: seen for page, seen in epochs.last_written.items() if seen >= horizon
-            }
+        self.epochs(database).checkpoint(self.recent_checkpoints)
 
     def forget(self, database: str) -> None:
         """The database file was deleted: its history no longer applies."""

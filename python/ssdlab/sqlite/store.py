@@ -23,13 +23,12 @@ import struct
 import threading
 import time
 import weakref
-from dataclasses import dataclass, fields
 from time import perf_counter_ns
 from typing import Any
 
 import apsw
 
-from ssdlab._core import CompiledHint
+from ssdlab._core import CompiledHint, FileState, IoCounters
 from ssdlab.errors import DeviceError
 from ssdlab.sqlite.freelist import FreelistTracker
 from ssdlab.sqlite.sea import DYN, STAT, HintCounters, SeaHinter
@@ -67,36 +66,11 @@ def _sqlite_error(code: int, message: str) -> Exception:
     return error
 
 
-@dataclass
-class IoCounters:
-    """I/O as the VFS saw it: requests by kind, bytes, and the VFS's own wall time.
-
-    ``vfs_ns`` is the wall time spent in the VFS's I/O methods *outside* the device simulation
-    (``device_ns``): the cost of the coupling per I/O is ``vfs_ns / io_calls``.
-    """
-
-    reads: int = 0
-    read_bytes: int = 0
-    writes: int = 0
-    write_bytes: int = 0
-    trims: int = 0
-    trim_bytes: int = 0
-    syncs: int = 0
-    short_reads: int = 0
-    read_errors: int = 0
-    full_errors: int = 0
-    io_calls: int = 0
-    vfs_ns: int = 0
-    device_ns: int = 0
-
-    def add(self, other: IoCounters) -> None:
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-    def as_dict(self) -> dict[str, int | float]:
-        out: dict[str, int | float] = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["vfs_ns_per_io"] = self.vfs_ns / self.io_calls if self.io_calls else 0.0
-        return out
+# IoCounters (reads, read_bytes, writes, write_bytes, trims, trim_bytes, syncs, short_reads,
+# read_errors, full_errors, io_calls, vfs_ns, device_ns; ``as_dict()`` adds vfs_ns_per_io) is
+# compiled: the VFS's compiled file object counts in the same object. ``vfs_ns`` is the wall
+# time spent in the VFS's I/O methods outside the device simulation (``device_ns``): the
+# coupling's cost per I/O is ``vfs_ns / io_calls``.
 
 
 #: The host CPU-time models (:class:`Host`).
@@ -224,11 +198,14 @@ class ExtentAllocator:
             heapq.heappush(self._free, extent)
 
 
-class StoredFile:
+class StoredFile(FileState):
     """One file: its extents (file extent i is device extent ``extents[i]``) and size, its lock
-    state across handles, and what a crash would undo."""
+    state across handles, and what a crash would undo. The fields the I/O path reads (name,
+    role, size, extents, freelist, the WAL page size and the log buffer) are
+    :class:`~ssdlab._core.FileState`'s, which the VFS's compiled file object reads directly."""
 
     def __init__(self, name: str, role: str) -> None:
+        super().__init__()
         self.name = name
         self.role = role
         self.extents: list[int] = []

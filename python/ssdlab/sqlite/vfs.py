@@ -20,9 +20,14 @@ from typing import Any
 
 import apsw
 
+from ssdlab._core import CompiledFile
+from ssdlab._core import Device as NativeDevice
 from ssdlab.errors import DeviceError
+from ssdlab.sqlite.sea import DYN, STAT
 from ssdlab.sqlite.store import (
     LOG_BUFFER_BYTES,
+    ROLE_MAIN,
+    ROLE_WAL,
     DeviceStore,
     StoredFile,
     _sqlite_error,
@@ -65,7 +70,28 @@ class DeviceVfs(apsw.VFS):
             if stored is None and not flags[0] & apsw.SQLITE_OPEN_CREATE:
                 raise _sqlite_error(apsw.SQLITE_CANTOPEN, f"{path}: no such file")
             stored = store.open_file(path, flags[0])
-        return DeviceFile(store, stored, bool(flags[0] & _OPEN_DELETEONCLOSE))
+        file = DeviceFile(store, stored, bool(flags[0] & _OPEN_DELETEONCLOSE))
+        if self.compiled and DeviceFile.fast and self._compiles(stored):
+            return CompiledFile(
+                file, store, store._handle, DYN, STAT, device_error_as_sqlite, LOG_BUFFER_BYTES
+            )
+        return file
+
+    #: Main database and WAL files get the compiled file object (off: every handle is a
+    #: Python DeviceFile, the reference the tests compare it with).
+    compiled = True
+
+    def _compiles(self, stored: StoredFile) -> bool:
+        """Whether a file's handle can be compiled: a main database or WAL file of a block
+        device's store (not the host FTL's, whose requests go to Python, nor one whose device
+        handle a test wrapped) without crash tracking (whose undo records stay in Python)."""
+        store = self.store
+        return (
+            type(store) is DeviceStore
+            and type(store._handle) is NativeDevice
+            and not store.crash_tracking
+            and stored.role in (ROLE_MAIN, ROLE_WAL)
+        )
 
     def xDelete(self, filename: str, syncdir: bool) -> None:
         with self.store.lock:
@@ -162,6 +188,16 @@ class DeviceFile:
             return self.store.read(self.stored, amount, offset)
         except DeviceError as error:
             raise device_error_as_sqlite(error, self.stored.name) from error
+
+    def _read_error(self, amount: int, offset: int) -> Exception:
+        """An uncorrectable read on the compiled path: counted, and SQLite's read error."""
+        host = self.store.active or self.store.idle_host
+        host.counters.read_errors += 1
+        return _sqlite_error(
+            apsw.SQLITE_IOERR_READ,
+            f"{self.stored.name}: the device reported {amount} bytes at offset {offset} "
+            "uncorrectable",
+        )
 
     def xWrite(self, data: Any, offset: int) -> None:
         store = self.store
