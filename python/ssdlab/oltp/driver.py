@@ -129,6 +129,11 @@ def transaction(conn: Any, cur: Any, body: Callable[[], bool]) -> bool:
     except BaseException:
         conn.rollback()
         raise
+    # The body's last statement may still be stepping (a SELECT read with fetchone): finish
+    # it, so that no statement holds the database when the connection checkpoints after the
+    # COMMIT (SQLite refuses a checkpoint then: "database table is locked").
+    while cur.fetchone() is not None:
+        pass
     if committed:
         conn.commit()
     else:
