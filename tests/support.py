@@ -74,9 +74,24 @@ class PowerCut:
     """Cuts the power of a SQLite store (``ssdlab.sqlite.store.DeviceStore``) at its
     ``writes``-th device write: that write and every later one vanish, as everything not
     synced does (``store.crash()``). Use as a context manager; ``happened`` says whether it
-    struck before the block ended."""
+    struck before the block ended. It counts the writes that take the store's Python path, so
+    the store's handles must not be compiled: connect with ``DeviceVfs.compiled`` off."""
 
     def __init__(self, store: object, writes: int) -> None:
+        vfs = store.vfs  # type: ignore[attr-defined]
+        compiled = (
+            vfs is not None
+            and vfs.compiled
+            and any(
+                vfs._compiled_target(stored) is not None
+                for stored in store.files.values()  # type: ignore[attr-defined]
+            )
+        )
+        if compiled:
+            raise AssertionError(
+                "PowerCut: this store's handles are compiled and write without the Python "
+                "path it counts; connect with DeviceVfs.compiled = False"
+            )
         self.store = store
         self.left = writes
         self._write = store.write  # type: ignore[attr-defined]

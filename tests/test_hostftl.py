@@ -15,6 +15,7 @@ from ssdlab.db import OltpSettings, run_oltp
 from ssdlab.oltp import tpcb, tpcc
 from ssdlab.sqlite.hostftl import OOB, HostFtl
 from ssdlab.sqlite.store import _STORES
+from ssdlab.sqlite.vfs import DeviceVfs
 from support import PowerCut
 
 
@@ -66,7 +67,7 @@ def test_wear_levelling_keeps_erase_counts_within_the_gap() -> None:
     wear levelling the blocks holding the cold data would never be erased."""
     dev = native_device(blocks=40)
     ftl = HostFtl(dev, wear_gap=4)
-    ftl.owner = lambda lpage: (1, lpage, "db")
+    ftl.own_all(1, "db")
     page = ftl.page_bytes
     ftl.write(0, bytes(ftl.logical_pages // 2 * page), dev.now)  # cold
     hot = (ftl.logical_pages - 1) * page
@@ -107,7 +108,7 @@ def test_pages_of_one_request_are_programmed_on_different_dies_at_once() -> None
     times = []
     for dev in (one, four):
         ftl = HostFtl(dev)
-        ftl.owner = lambda lpage: (1, lpage, "db")
+        ftl.own_all(1, "db")
         start = dev.now
         ftl.submit("write", 0, 4 * ftl.page_bytes, bytes(4 * ftl.page_bytes), None)
         times.append(dev.now - start)
@@ -119,7 +120,7 @@ def test_pages_of_one_request_are_programmed_on_different_dies_at_once() -> None
 def test_dead_pages_are_never_copied() -> None:
     dev = native_device(blocks=40)
     ftl = HostFtl(dev)
-    ftl.owner = lambda lpage: (7, lpage, "db")
+    ftl.own_all(7, "db")
     page = ftl.page_bytes
     span = ftl.logical_pages // 2 * page
     for _ in range(6):  # write half the space, then free it all, again and again
@@ -135,7 +136,7 @@ def test_gc_keeps_live_data_under_random_overwrites(policy: str) -> None:
     """Random page overwrites over 90 % of the space: every page reads back its last write."""
     dev = native_device(blocks=40)
     ftl = HostFtl(dev, gc_policy=policy)
-    ftl.owner = lambda lpage: (3, lpage, "db")
+    ftl.own_all(3, "db")
     rng = random.Random(policy)
     pages = int(ftl.logical_pages * 0.9)
     last = {}
@@ -148,9 +149,8 @@ def test_gc_keeps_live_data_under_random_overwrites(policy: str) -> None:
     for lpage, data in last.items():
         assert ftl.read(lpage * ftl.page_bytes, ftl.page_bytes, dev.now)[0] == data
     # The rebuilt map finds the same data after a power loss.
-    ftl.catalog = lambda: {3: (list(range(ftl.logical_pages)), 1, ftl.logical_pages)}
     ftl.power_loss()
-    report = ftl.recover()
+    report = ftl.recover({3: (list(range(ftl.logical_pages)), 1, ftl.logical_pages)})
     assert report["live_pages"] == len(last)
     assert report["scan_ns"] > 0
     for lpage, data in last.items():
@@ -158,10 +158,13 @@ def test_gc_keeps_live_data_under_random_overwrites(policy: str) -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_power_cut_on_native_flash_keeps_every_committed_transaction(seed: int) -> None:
+def test_a_power_cut_on_native_flash_keeps_every_committed_transaction(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """TPC-C on the host FTL until the power fails at a random write (mid-commit,
     mid-checkpoint, during GC); the page map is rebuilt from OOB, the database is intact and
     every New-Order whose commit returned is there."""
+    monkeypatch.setattr(DeviceVfs, "compiled", False)  # the cut counts Python-path writes
     rng = random.Random(seed)
     dev = native_device(blocks=40, dies=2, seed=seed)
     con = ssdlab.sqlite.connect(dev, "tpcc.db", **OPTIONS)
@@ -256,7 +259,7 @@ def test_one_device_cannot_mix_backends() -> None:
 def test_log_tails_kept_in_ram_merge_appends_and_never_go_stale() -> None:
     dev = native_device()
     ftl = HostFtl(dev)
-    ftl.owner = lambda lpage: (2, lpage, "log")
+    ftl.own_all(2, "log")
     page = ftl.page_bytes
     ftl.write(0, b"a" * 100, dev.now)  # a log's first bytes: the page is read (unwritten)
     ftl.write(100, b"b" * 100, dev.now)  # an append: merged with the tail in RAM
@@ -271,10 +274,13 @@ def test_log_tails_kept_in_ram_merge_appends_and_never_go_stale() -> None:
 
 
 @pytest.mark.parametrize("seed", [4, 5])
-def test_a_power_cut_during_tpcb_keeps_every_committed_transaction(seed: int) -> None:
+def test_a_power_cut_during_tpcb_keeps_every_committed_transaction(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """TPC-B on the host FTL until a random write loses the power: after recovery from OOB
     the balances agree and the history holds every committed transaction (and perhaps the one
     whose commit was under way)."""
+    monkeypatch.setattr(DeviceVfs, "compiled", False)  # the cut counts Python-path writes
     rng = random.Random(seed)
     dev = native_device(blocks=40, dies=2, seed=seed)
     con = ssdlab.sqlite.connect(dev, "bank.db", **OPTIONS)

@@ -4,6 +4,7 @@
 
 mod cache;
 mod errors;
+mod hostftl;
 mod memory;
 mod native;
 mod request_log;
@@ -22,7 +23,7 @@ use ssdlab_workload::{read_job_file, TraceFormat, TraceOptions};
 use std::path::Path;
 use std::sync::Mutex;
 
-fn parse_op(op: &str) -> PyResult<Op> {
+pub(crate) fn parse_op(op: &str) -> PyResult<Op> {
     Ok(match op {
         "read" => Op::Read,
         "write" => Op::Write,
@@ -212,10 +213,15 @@ impl PyDevice {
         data: Option<&[u8]>,
         out: Option<&mut [u8]>,
     ) -> Result<ssdlab_core::Completion, DeviceError> {
+        self.lock().submit(request, data, out)
+    }
+
+    /// The device under its lock, with the GIL kept (see `with` for why the lock is taken
+    /// without it elsewhere).
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Device> {
         self.inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .submit(request, data, out)
     }
 
     /// Run `f` on the device under its lock, without the GIL.
@@ -744,6 +750,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sqlite::PageEpochs>()?;
     m.add_class::<sqlite::FileState>()?;
     m.add_class::<sqlite::CompiledFile>()?;
+    m.add_class::<hostftl::PyHostFtl>()?;
     m.add_function(wrap_pyfunction!(compile_hint, m)?)?;
     m.add_class::<native::PyNativeFlash>()?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;

@@ -10,6 +10,7 @@
 //! `ssdlab-sqlite` crate.
 
 use crate::errors::device_error;
+use crate::hostftl::PyHostFtl;
 use crate::{CompiledHint, PyDevice};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::intern;
@@ -258,6 +259,13 @@ fn uninit_bytes(py: Python<'_>, length: usize) -> PyResult<Bound<'_, PyBytes>> {
     }
 }
 
+/// Where a compiled file's requests go: the device's block interface, or the host FTL over
+/// its native flash (NoFTL).
+enum Backend {
+    Block(Py<PyDevice>),
+    Native(Py<PyHostFtl>),
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
     Main,
@@ -273,7 +281,7 @@ pub struct CompiledFile {
     fallback: PyObject,
     store: PyObject,
     state: Py<FileState>,
-    device: Py<PyDevice>,
+    backend: Backend,
     hinter: PyObject,
     hint_counters: Py<HintCounters>,
     /// Main files: SEA-SSD's history of the file's pages.
@@ -344,18 +352,25 @@ impl CompiledFile {
         data: Option<&[u8]>,
         out: Option<&mut [u8]>,
     ) -> PyResult<bool> {
-        let device = self.device.bind(py).borrow();
-        let result = device
-            .check_range(request.op, request.offset, request.length)
-            .and_then(|()| {
+        let result = match &self.backend {
+            Backend::Block(device) => {
+                let device = device.bind(py).borrow();
                 device
-                    .submit_locked(&request, data, out)
-                    .map_err(device_error)
-            });
-        match result {
-            Ok(completion) => Ok(completion.uncorrectable),
-            Err(error) => Err(self.as_sqlite(py, error)),
-        }
+                    .check_range(request.op, request.offset, request.length)
+                    .and_then(|()| {
+                        device
+                            .submit_locked(&request, data, out)
+                            .map(|completion| completion.uncorrectable)
+                            .map_err(device_error)
+                    })
+            }
+            Backend::Native(ftl) => ftl
+                .bind(py)
+                .borrow_mut()
+                .submit_io(py, request.op, request.offset, data, out, request.length)
+                .map(|()| false),
+        };
+        result.map_err(|error| self.as_sqlite(py, error))
     }
 
     fn as_sqlite(&self, py: Python<'_>, error: PyErr) -> PyErr {
@@ -709,14 +724,15 @@ impl CompiledFile {
 
 #[pymethods]
 impl CompiledFile {
-    /// Wrap `fallback` (a `DeviceFile` of `store` for a main database or WAL file).
+    /// Wrap `fallback` (a `DeviceFile` of `store` for a main database or WAL file) whose
+    /// requests go to `device`: a `Device`'s block interface or a `HostFtl`.
     #[new]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         fallback: PyObject,
         store: PyObject,
-        device: Py<PyDevice>,
+        device: &Bound<'_, PyAny>,
         dyn_hint: &CompiledHint,
         stat_hint: &CompiledHint,
         as_sqlite_error: PyObject,
@@ -741,6 +757,10 @@ impl CompiledFile {
                 )))
             }
         };
+        let backend = match device.downcast::<PyDevice>() {
+            Ok(block) => Backend::Block(block.clone().unbind()),
+            Err(_) => Backend::Native(device.downcast::<PyHostFtl>()?.clone().unbind()),
+        };
         let store_ref = store.bind(py);
         let hinter = store_ref.getattr("hinter")?;
         let epochs = match role {
@@ -764,7 +784,7 @@ impl CompiledFile {
             fallback,
             store,
             state,
-            device,
+            backend,
             as_sqlite_error,
             dyn_hint: dyn_hint.0,
             stat_hint: stat_hint.0,

@@ -1,13 +1,15 @@
-//! SQLite's file format as the SQLite coupling reads it, and SEA-SSD's engine-side rules: pure
-//! logic, no I/O and no Python, so that the compiled file object of `ssdlab._core` and the
-//! Python reference path share one implementation.
+//! The host side of the SQLite coupling: SQLite's file format as the coupling reads it,
+//! SEA-SSD's engine-side rules, and NoFTL's host FTL. No Python here, so that the compiled file
+//! object of `ssdlab._core` and the Python store share one implementation.
 //!
 //! - [`freelist`]: which pages of a main database file are free (their device space can be
 //!   trimmed), from the pages SQLite writes and reads.
 //! - [`sea`]: SEA-SSD's classification of database page writes (`dyn` when rewritten within
 //!   the last few checkpoints).
 //! - [`wal`]: the WAL header and frame layout.
+//! - [`hostftl`]: NoFTL's storage manager, the page map a database keeps over native flash.
 
 pub mod freelist;
+pub mod hostftl;
 pub mod sea;
 pub mod wal;

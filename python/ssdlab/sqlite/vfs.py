@@ -22,6 +22,7 @@ import apsw
 
 from ssdlab._core import CompiledFile
 from ssdlab._core import Device as NativeDevice
+from ssdlab._core import HostFtl as CompiledHostFtl
 from ssdlab.errors import DeviceError
 from ssdlab.sqlite.sea import DYN, STAT
 from ssdlab.sqlite.store import (
@@ -71,9 +72,10 @@ class DeviceVfs(apsw.VFS):
                 raise _sqlite_error(apsw.SQLITE_CANTOPEN, f"{path}: no such file")
             stored = store.open_file(path, flags[0])
         file = DeviceFile(store, stored, bool(flags[0] & _OPEN_DELETEONCLOSE))
-        if self.compiled and DeviceFile.fast and self._compiles(stored):
+        target = self._compiled_target(stored) if self.compiled and DeviceFile.fast else None
+        if target is not None:
             return CompiledFile(
-                file, store, store._handle, DYN, STAT, device_error_as_sqlite, LOG_BUFFER_BYTES
+                file, store, target, DYN, STAT, device_error_as_sqlite, LOG_BUFFER_BYTES
             )
         return file
 
@@ -81,17 +83,20 @@ class DeviceVfs(apsw.VFS):
     #: Python DeviceFile, the reference the tests compare it with).
     compiled = True
 
-    def _compiles(self, stored: StoredFile) -> bool:
-        """Whether a file's handle can be compiled: a main database or WAL file of a block
-        device's store (not the host FTL's, whose requests go to Python, nor one whose device
-        handle a test wrapped) without crash tracking (whose undo records stay in Python)."""
+    def _compiled_target(self, stored: StoredFile) -> Any:
+        """Where a compiled handle of a file sends its requests -- the device's block interface
+        or the host FTL of a native store -- or None when the handle stays in Python: not a
+        main database or WAL file, a store with crash tracking (its undo records are kept in
+        Python), or a device handle a test wrapped."""
         store = self.store
-        return (
-            type(store) is DeviceStore
-            and type(store._handle) is NativeDevice
-            and not store.crash_tracking
-            and stored.role in (ROLE_MAIN, ROLE_WAL)
-        )
+        if stored.role not in (ROLE_MAIN, ROLE_WAL):
+            return None
+        if type(store) is DeviceStore:
+            if store.crash_tracking or type(store._handle) is not NativeDevice:
+                return None
+            return store._handle
+        ftl = getattr(store, "ftl", None)
+        return ftl if type(ftl) is CompiledHostFtl else None
 
     def xDelete(self, filename: str, syncdir: bool) -> None:
         with self.store.lock:
