@@ -16,7 +16,7 @@ use pyo3::exceptions::PyAttributeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use ssdlab_core::{Hint, HostRequest, Op};
 use ssdlab_sqlite::{freelist, sea, wal};
 use std::collections::HashSet;
@@ -286,6 +286,8 @@ pub struct CompiledFile {
     hint_counters: Py<HintCounters>,
     /// Main files: SEA-SSD's history of the file's pages.
     epochs: Option<Py<PageEpochs>>,
+    /// WAL files: the name of their main database (whose pages their frames predict).
+    main_name: Option<Py<PyString>>,
     /// `ssdlab.sqlite.store.device_error_as_sqlite`.
     as_sqlite_error: PyObject,
     dyn_hint: Hint,
@@ -605,19 +607,19 @@ impl CompiledFile {
         if !host.predict || page_size == 0 {
             return Ok(());
         }
+        // SeaHinter.predict, inline: queue the range when the device takes predictions.
         let hinter = self.hinter.bind(py);
-        if !hinter.getattr(intern!(py, "can_predict"))?.is_truthy()? {
+        if !hinter.getattr(intern!(py, "_has_predict"))?.is_truthy()? {
             return Ok(());
         }
         let Some(page_number) = wal::frame_page(data, offset, page_size) else {
             return Ok(());
         };
-        let name = self.state.bind(py).borrow().name.clone();
-        let Some(main_name) = name.strip_suffix("-wal") else {
+        let Some(main_name) = &self.main_name else {
             return Ok(());
         };
         let files = self.store.bind(py).getattr(intern!(py, "files"))?;
-        let Ok(main) = files.get_item(main_name) else {
+        let Ok(main) = files.get_item(main_name.bind(py)) else {
             return Ok(());
         };
         let main = main.downcast_into::<FileState>()?;
@@ -627,7 +629,10 @@ impl CompiledFile {
             return Ok(());
         }
         if let Some(device_offset) = main.device_offset(py, file_offset, self.extent_bytes) {
-            hinter.call_method1(intern!(py, "predict"), (device_offset, page_size))?;
+            hinter
+                .getattr(intern!(py, "pending_predictions"))?
+                .downcast_into::<PyList>()?
+                .append((device_offset, page_size))?;
         }
         Ok(())
     }
@@ -766,7 +771,7 @@ impl CompiledFile {
         let epochs = match role {
             Role::Main => Some(
                 hinter
-                    .call_method1("epochs", (name,))?
+                    .call_method1("epochs", (name.as_str(),))?
                     .downcast_into::<PageEpochs>()?
                     .unbind(),
             ),
@@ -781,6 +786,10 @@ impl CompiledFile {
             extent_bytes: store_ref.getattr("extent_bytes")?.extract()?,
             hinter: hinter.unbind(),
             epochs,
+            main_name: name
+                .strip_suffix("-wal")
+                .filter(|_| role == Role::Wal)
+                .map(|main| PyString::intern(py, main).unbind()),
             fallback,
             store,
             state,

@@ -108,6 +108,9 @@ _DML = re.compile(
 #: Per statement text seen: (is DML, may return rows). A workload repeats a few hundred
 #: texts, and the match cost more than the rest of a short statement's bookkeeping.
 _KINDS_SEEN: dict[str, tuple[bool, bool]] = {}
+
+# Bound once: Connection._call runs them around every call into SQLite.
+_gc_isenabled, _gc_disable, _gc_enable = gc.isenabled, gc.disable, gc.enable
 _KINDS_SEEN_MAX = 4096
 
 
@@ -173,12 +176,12 @@ class Connection:
         # dropped cursor held in a reference cycle and finalize its statement there, entering
         # SQLite in the middle of its own I/O (seen: "database disk image is malformed" when a
         # workload's session objects, cyclic, held cursors). Collections wait for the return.
-        collecting = gc.isenabled()
+        collecting = _gc_isenabled()
         with store.lock:
             previous = store.active
             store.active = self._host
             if collecting:
-                gc.disable()
+                _gc_disable()
             try:
                 result = function(*args)
                 # A crash during the call: the host never saw it return (no acknowledgement).
@@ -194,7 +197,7 @@ class Connection:
             finally:
                 store.active = previous
                 if collecting:
-                    gc.enable()
+                    _gc_enable()
 
     def _check_alive(self) -> None:
         if self._store.generation != self._generation:
