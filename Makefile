@@ -89,9 +89,10 @@ fmt: venv ## format Rust and Python sources in place (and apply ruff's safe fixe
 	$(BIN)/ruff check --fix python tests
 	$(BIN)/ruff format python tests
 
-fuzz-smoke: ## run the proptest fuzz tests of the parsers and the NBD server (PROPTEST_CASES=256)
+fuzz-smoke: ## run the proptest fuzz tests of the parsers, the NBD server and the SQLite freelist reader (PROPTEST_CASES=256)
 	PROPTEST_CASES=$(PROPTEST_CASES) cargo test --release -p ssdlab-workload props
 	PROPTEST_CASES=$(PROPTEST_CASES) cargo test --release -p ssdlab-nbd props
+	PROPTEST_CASES=$(PROPTEST_CASES) cargo test --release -p ssdlab-sqlite props
 
 clean: ## remove build outputs, the virtual environment and caches
 	cargo clean
