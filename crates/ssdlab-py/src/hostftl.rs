@@ -37,6 +37,11 @@ pub(crate) struct PyHostFtl {
 }
 
 impl PyHostFtl {
+    /// The device whose flash this FTL drives (its clock is the requests' clock).
+    pub(crate) fn device(&self) -> &Py<PyDevice> {
+        &self.device
+    }
+
     /// Run `f` on the host FTL and the device's native flash at the device's clock, under the
     /// device's lock; returns what `f` returned and the device.
     fn with_flash<R>(

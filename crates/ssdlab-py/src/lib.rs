@@ -750,6 +750,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sqlite::PageEpochs>()?;
     m.add_class::<sqlite::FileState>()?;
     m.add_class::<sqlite::CompiledFile>()?;
+    m.add_class::<sqlite::RealtimePacer>()?;
     m.add_class::<hostftl::PyHostFtl>()?;
     m.add_function(wrap_pyfunction!(compile_hint, m)?)?;
     m.add_class::<native::PyNativeFlash>()?;

@@ -18,9 +18,10 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use ssdlab_core::{Hint, HostRequest, Op};
-use ssdlab_sqlite::{freelist, sea, wal};
+use ssdlab_sqlite::{freelist, realtime, sea, wal};
 use std::collections::HashSet;
-use std::time::Instant;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Counters of plain integer fields, readable and writable from Python, with `add` and
 /// `as_dict`; built with keyword arguments.
@@ -180,6 +181,76 @@ impl PageEpochs {
     }
 }
 
+/// Monotonic wall time in ns since the first call (the pacer's clock).
+fn wall_ns() -> u64 {
+    static ANCHOR: OnceLock<Instant> = OnceLock::new();
+    ANCHOR.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// The last part of a realtime wait is spun, not slept: a sleep overshoots by about 100 us at
+/// the median here (longer than a flash read) and by milliseconds at the tail, and the
+/// overshoot would count as host time.
+const SPIN_NS: u64 = 3_000_000;
+
+/// Ties a device's clock to the wall clock (`cpu="realtime"`; the arithmetic is
+/// `ssdlab_sqlite::realtime`): called around every request of a paced host, by the Python
+/// store's `_send` and by the compiled handles.
+#[pyclass(name = "RealtimePacer", module = "ssdlab._core")]
+#[derive(Default)]
+pub struct RealtimePacer(realtime::Pacer);
+
+impl RealtimePacer {
+    /// Move the device's clock to now (in wall terms) before a request.
+    pub(crate) fn issue_on(&mut self, device: &PyDevice) {
+        let mut d = device.lock();
+        if let Some(target) = self.0.issue(d.now_ns(), wall_ns()) {
+            d.advance_to(target);
+        }
+    }
+
+    /// Wait until the wall clock reaches the device's clock (the request's completion).
+    pub(crate) fn complete_on(&mut self, py: Python<'_>, device: &PyDevice) {
+        let done = device.lock().now_ns();
+        let now = wall_ns();
+        let Some(wake) = self.0.complete(done, now) else {
+            return;
+        };
+        if wake - now > SPIN_NS {
+            let sleep = Duration::from_nanos(wake - now - SPIN_NS);
+            py.allow_threads(|| std::thread::sleep(sleep));
+        }
+        while wall_ns() < wake {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+#[pymethods]
+impl RealtimePacer {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+    /// Before a request on `device`: its clock moves to the wall time since the origin.
+    fn issue(&mut self, device: PyRef<'_, PyDevice>) {
+        self.issue_on(&device);
+    }
+    /// After a request on `device`: returns when the wall clock reaches its completion.
+    fn complete(&mut self, py: Python<'_>, device: PyRef<'_, PyDevice>) {
+        self.complete_on(py, &device);
+    }
+    /// Requests paced.
+    #[getter]
+    fn requests(&self) -> u64 {
+        self.0.requests
+    }
+    /// Wall time spent waiting for completions.
+    #[getter]
+    fn waited_ns(&self) -> u64 {
+        self.0.waited_ns
+    }
+}
+
 /// What both the Python store and [`CompiledFile`] read of one file: the base class of
 /// `ssdlab.sqlite.store.StoredFile` (which adds the rest: locks, crash bookkeeping).
 #[pyclass(name = "FileState", module = "ssdlab._core", subclass)]
@@ -304,6 +375,8 @@ pub struct CompiledFile {
 /// host-time model), and where its counts go.
 struct HostView<'py> {
     counters: Bound<'py, IoCounters>,
+    /// A realtime host's pacer: every request is paced.
+    pacer: Option<Bound<'py, RealtimePacer>>,
     hints: bool,
     predict: bool,
 }
@@ -324,10 +397,19 @@ impl CompiledFile {
         if host.is_none() {
             host = store.getattr(intern!(py, "idle_host"))?;
         }
-        if host.getattr(intern!(py, "cpu_wall"))?.is_truthy()? {
+        let pacer = host.getattr(intern!(py, "pacer"))?;
+        let pacer = if pacer.is_none() {
+            None
+        } else {
+            Some(pacer.downcast_into::<RealtimePacer>()?)
+        };
+        // The host-time model of cpu="wall" stays in Python; a paced host's time passes on its
+        // own (see RealtimePacer).
+        if pacer.is_none() && host.getattr(intern!(py, "cpu_wall"))?.is_truthy()? {
             return Ok(None);
         }
         Ok(Some(HostView {
+            pacer,
             counters: host
                 .getattr(intern!(py, "counters"))?
                 .downcast_into::<IoCounters>()?,
@@ -348,6 +430,27 @@ impl CompiledFile {
 
     /// One request to the device; a refusal becomes SQLite's I/O error naming the file.
     fn submit(
+        &self,
+        py: Python<'_>,
+        host: &HostView<'_>,
+        request: HostRequest,
+        data: Option<&[u8]>,
+        out: Option<&mut [u8]>,
+    ) -> PyResult<bool> {
+        let Some(pacer) = &host.pacer else {
+            return self.submit_now(py, request, data, out);
+        };
+        let device = match &self.backend {
+            Backend::Block(device) => device.clone_ref(py),
+            Backend::Native(ftl) => ftl.borrow(py).device().clone_ref(py),
+        };
+        pacer.borrow_mut().issue_on(&device.borrow(py));
+        let result = self.submit_now(py, request, data, out);
+        pacer.borrow_mut().complete_on(py, &device.borrow(py));
+        result
+    }
+
+    fn submit_now(
         &self,
         py: Python<'_>,
         request: HostRequest,
@@ -430,7 +533,7 @@ impl CompiledFile {
                 amount as usize,
             )
         };
-        let uncorrectable = self.submit(py, request, None, Some(buffer))?;
+        let uncorrectable = self.submit(py, &host, request, None, Some(buffer))?;
         let after = Instant::now();
         {
             let mut counters = host.counters.borrow_mut();
@@ -563,6 +666,7 @@ impl CompiledFile {
                 let bytes = unsafe { buffer.as_bytes() };
                 self.submit(
                     py,
+                    host,
                     request,
                     Some(&bytes[done as usize..(done + piece) as usize]),
                     None,
@@ -581,7 +685,7 @@ impl CompiledFile {
             length: 0,
             hint: Hint::default(),
         };
-        self.submit(py, flush, None, None)?;
+        self.submit(py, host, flush, None, None)?;
         device_ns += before.elapsed().as_nanos() as i64;
         let size = state.borrow().size;
         state.setattr(intern!(py, "synced_size"), size)?;
@@ -711,7 +815,7 @@ impl CompiledFile {
             length,
             hint,
         };
-        self.submit(py, request, Some(bytes), None)?;
+        self.submit(py, host, request, Some(bytes), None)?;
         let after = Instant::now();
         {
             let mut s = self.state.bind(py).borrow_mut();

@@ -8,8 +8,10 @@
 //!   the last few checkpoints).
 //! - [`wal`]: the WAL header and frame layout.
 //! - [`hostftl`]: NoFTL's storage manager, the page map a database keeps over native flash.
+//! - [`realtime`]: the arithmetic of pacing a device to the wall clock (`cpu="realtime"`).
 
 pub mod freelist;
 pub mod hostftl;
+pub mod realtime;
 pub mod sea;
 pub mod wal;

@@ -13,7 +13,11 @@ model (:class:`Host`): ``cpu="wall"`` advances the clock by the wall time that p
 never counted as host time. ``cpu="realtime"`` paces the device to wall time instead, as a
 real-time emulator does (:class:`RealtimePacer`): each request is issued at the wall time it
 is made and returns when the wall clock reaches its completion, so everything the host does,
-the simulation's own cost included, takes the time it really takes.
+the simulation's own cost included, takes the time it really takes. ``RealtimePacer`` is
+compiled (its arithmetic is ``ssdlab-sqlite``'s ``realtime.rs``): the store's ``_send`` and the
+VFS's compiled handles pace every request of a realtime host with it. Its last part of a wait is
+spun, not slept: a sleep overshoots by about 100 us at the median (longer than a flash read) and
+by milliseconds at the tail, and the overshoot would count as host time.
 """
 
 from __future__ import annotations
@@ -21,14 +25,13 @@ from __future__ import annotations
 import heapq
 import struct
 import threading
-import time
 import weakref
 from time import perf_counter_ns
 from typing import Any
 
 import apsw
 
-from ssdlab._core import CompiledHint, FileState, IoCounters
+from ssdlab._core import CompiledHint, FileState, IoCounters, RealtimePacer
 from ssdlab.errors import DeviceError
 from ssdlab.sqlite.freelist import FreelistTracker
 from ssdlab.sqlite.sea import DYN, STAT, HintCounters, SeaHinter
@@ -76,58 +79,6 @@ def _sqlite_error(code: int, message: str) -> Exception:
 #: The host CPU-time models (:class:`Host`).
 CPU_MODELS = ("zero", "wall", "realtime")
 
-#: The last part of a realtime wait is spun, not slept: a sleep overshoots by about 100 us at
-#: the median here (longer than a flash read) and by milliseconds at the tail, and the
-#: overshoot would count as host time.
-_SPIN_NS = 3_000_000
-
-
-class RealtimePacer:
-    """Ties a device's clock to the wall clock: device time ``origin_device + (wall -
-    origin_wall)``. Before a request the clock moves up to the wall time (the host's time
-    since the last request passes on the device too); after it, the host waits until the wall
-    clock reaches the request's completion. So at every request the simulated clock equals
-    the wall clock since the origin: the host's work between requests (SQLite, Python, the
-    simulation's own cost) is idle device time. The origin is taken at the first request, and
-    again whenever something else moved the device's clock since the last one (a reset of
-    the measurements, another connection's requests), so that the pacing never waits for
-    time it did not see pass. ``waited_ns`` is the wall time spent waiting for completions."""
-
-    __slots__ = ("last_device_ns", "origin_device_ns", "origin_wall_ns", "requests", "waited_ns")
-
-    def __init__(self) -> None:
-        self.origin_wall_ns = 0
-        self.origin_device_ns = 0
-        self.last_device_ns = -1
-        self.waited_ns = 0
-        self.requests = 0
-
-    def issue(self, clock: Any) -> None:
-        """Move the device's clock to now (in wall terms) before a request."""
-        wall = perf_counter_ns()
-        now = clock.now
-        if now != self.last_device_ns:
-            self.origin_wall_ns = wall
-            self.origin_device_ns = now
-            return
-        target = self.origin_device_ns + (wall - self.origin_wall_ns)
-        if target > now:
-            clock.advance_to(target)
-
-    def complete(self, clock: Any) -> None:
-        """Wait until the wall clock reaches the device's clock (the request's completion)."""
-        self.requests += 1
-        done = self.last_device_ns = clock.now
-        wake = self.origin_wall_ns + (done - self.origin_device_ns)
-        now = perf_counter_ns()
-        if wake <= now:
-            return
-        self.waited_ns += wake - now
-        if wake - now > _SPIN_NS:
-            time.sleep((wake - now - _SPIN_NS) / 1e9)
-        while perf_counter_ns() < wake:
-            pass
-
 
 class Host:
     """One connection's host: its CPU-time model, whether it sends hints, and its counters."""
@@ -162,7 +113,8 @@ class Host:
         self.pacer = RealtimePacer() if cpu == "realtime" else None
         #: The pacer, kept after the pacing stops (its counters).
         self.paced = self.pacer
-        # A paced host takes the general I/O paths (the VFS's inlined ones skip host time).
+        # A paced host takes the general I/O paths of the Python handles (their inlined ones skip
+        # host time); the compiled handles pace their requests themselves.
         self.cpu_wall = (cpu == "wall" and cpu_factor > 0) or self.pacer is not None
         self.cpu_factor = float(cpu_factor)
         #: Classification hints on writes; prediction hints for WAL frames (default: with them).
