@@ -118,11 +118,13 @@ fn replay(dev: &mut Device, requests: Vec<HostRequest>, qd: u32) -> f64 {
     n / started.elapsed().as_secs_f64()
 }
 
-pub fn run(p: &Params) -> Results {
+/// Run the benchmark; a geometry the core refuses (say `--blocks 64 --op 0.07`: too few spare
+/// blocks) is the core's message.
+pub fn run(p: &Params) -> Result<Results, String> {
     let baseline = peak_rss_bytes();
     let preset = ssdlab_core::presets::get("tlc").expect("tlc preset");
     let mut dev = Device::from_toml(preset, "preset tlc", &overrides(p), p.seed, false)
-        .expect("bench config is valid");
+        .map_err(|e| e.to_string())?;
     let started = Instant::now();
     let pre = dev
         .precondition(PreconditionOptions {
@@ -144,7 +146,7 @@ pub fn run(p: &Params) -> Results {
     let random_write_waf = dev.ssd_json()["waf"].as_f64().unwrap_or(0.0);
     let reads = job_requests("randread", logical_bytes, p.requests, p.seed + 1);
     let random_read_req_per_s = replay(&mut dev, reads, p.queue_depth);
-    Results {
+    Ok(Results {
         logical_bytes,
         physical_pages,
         precondition_s,
@@ -153,5 +155,5 @@ pub fn run(p: &Params) -> Results {
         random_write_waf,
         random_read_req_per_s,
         bytes_per_physical_page,
-    }
+    })
 }

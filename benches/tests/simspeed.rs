@@ -3,7 +3,7 @@
 
 #[test]
 fn tiny_simspeed_runs_and_reports_sane_figures() {
-    let r = ssdlab_benches::run(&ssdlab_benches::Params::tiny());
+    let r = ssdlab_benches::run(&ssdlab_benches::Params::tiny()).expect("the tiny bench runs");
     assert!(r.random_write_req_per_s > 0.0 && r.random_read_req_per_s > 0.0);
     assert!(
         r.random_write_waf > 1.0,

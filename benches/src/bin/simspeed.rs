@@ -58,7 +58,13 @@ fn main() {
         params.scheduler,
         if tiny { " (tiny)" } else { "" }
     );
-    let r = run(&params);
+    let r = match run(&params) {
+        Ok(r) => r,
+        Err(message) => {
+            eprintln!("simspeed: {message}");
+            std::process::exit(2);
+        }
+    };
     let gib = r.logical_bytes as f64 / (1u64 << 30) as f64;
     println!(
         "device            {gib:.1} GiB logical, {} physical pages (4 KiB)",
