@@ -699,6 +699,22 @@ impl PageMapFtl {
         });
         result?;
         if self.valid_units[v] > 0 {
+            // The next step of this victim starts with its next units' L2P entries: prefetch
+            // them now, so that they arrive while other work runs instead of stalling that
+            // step's first units (a hint only: nothing simulated changes).
+            let mut ahead = 0;
+            let mut page = offset;
+            while ahead < AHEAD && page < self.geo.pages_per_block {
+                let page_first = first + page * per_page;
+                for src in page_first..page_first + per_page {
+                    let lun = self.p2l[src as usize];
+                    if lun != NONE {
+                        prefetch(&self.l2p, lun as usize);
+                        ahead += 1;
+                    }
+                }
+                page += 1;
+            }
             return Ok(true);
         }
         self.gc_jobs[plane as usize] = None;
