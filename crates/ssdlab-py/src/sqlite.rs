@@ -1,13 +1,14 @@
 //! The SQLite coupling's hot path, compiled (`ssdlab.sqlite`'s VFS is in Python, on APSW).
 //!
 //! APSW calls a file's methods by name on whatever object the VFS's `xOpen` returned. For
-//! main database and WAL files on a block device the VFS returns a [`CompiledFile`]: it serves
-//! the common page reads and writes here, without a Python frame, and hands every other call
-//! to the Python `DeviceFile` it wraps (the reference implementation, which the tests compare
-//! it with one flag apart). The state both sides read lives in Rust objects Python uses too:
-//! [`FileState`] (the base class of the store's `StoredFile`), [`IoCounters`],
-//! [`HintCounters`], [`FreelistTracker`] and [`PageEpochs`]; the rules themselves are in the
-//! `ssdlab-sqlite` crate.
+//! main database and WAL files the VFS returns a [`CompiledFile`]: it serves the common page
+//! reads and writes here, without a Python frame, sending them to the device's block interface
+//! or to the host FTL over its native flash (`hostftl.rs`), paced to the wall clock by a
+//! [`RealtimePacer`] for a realtime host; every other call goes to the Python `DeviceFile` it
+//! wraps (the reference implementation, which the tests compare it with one flag apart). The
+//! state both sides read lives in Rust objects Python uses too: [`FileState`] (the base class
+//! of the store's `StoredFile`), [`IoCounters`], [`HintCounters`], [`FreelistTracker`] and
+//! [`PageEpochs`]; the rules themselves are in the `ssdlab-sqlite` crate.
 
 use crate::errors::device_error;
 use crate::hostftl::PyHostFtl;
