@@ -286,6 +286,16 @@ impl PageMapFtl {
         self.geo.first_page(block) << self.unit_shift
     }
 
+    /// The valid units of page `page` of the block whose first unit is `first`, as (physical
+    /// unit, logical unit): what GC moves from that page.
+    fn valid_units_of_page(&self, first: u32, page: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let page_first = first + page * self.units_per_page();
+        (page_first..page_first + self.units_per_page()).filter_map(|src| {
+            let lun = self.p2l[src as usize];
+            (lun != NONE).then_some((src, lun))
+        })
+    }
+
     /// Does the next unit of the (plane, handle, kind) frontier start a new page?
     #[inline]
     fn at_page_start(&self, plane: u32, handle: u32, kind: usize) -> bool {
@@ -603,14 +613,8 @@ impl PageMapFtl {
         let mut offset = job.next_offset;
         let wanted = self.valid_units[v].min(max_pages.saturating_mul(per_page)) as usize;
         while units.len() < wanted {
-            let page_first = first + offset * per_page;
+            units.extend(self.valid_units_of_page(first, offset));
             offset += 1;
-            for src in page_first..page_first + per_page {
-                let lun = self.p2l[src as usize];
-                if lun != NONE {
-                    units.push((src, lun));
-                }
-            }
         }
         let chunks = if self.unit_group.is_empty() {
             Vec::new()
@@ -705,13 +709,9 @@ impl PageMapFtl {
             let mut ahead = 0;
             let mut page = offset;
             while ahead < AHEAD && page < self.geo.pages_per_block {
-                let page_first = first + page * per_page;
-                for src in page_first..page_first + per_page {
-                    let lun = self.p2l[src as usize];
-                    if lun != NONE {
-                        prefetch(&self.l2p, lun as usize);
-                        ahead += 1;
-                    }
+                for (_, lun) in self.valid_units_of_page(first, page) {
+                    prefetch(&self.l2p, lun as usize);
+                    ahead += 1;
                 }
                 page += 1;
             }
