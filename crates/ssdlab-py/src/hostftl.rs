@@ -43,22 +43,37 @@ impl PyHostFtl {
     }
 
     /// Run `f` on the host FTL and the device's native flash at the device's clock, under the
-    /// device's lock; returns what `f` returned and the device.
-    fn with_flash<R>(
+    /// device's lock, and move the clock to the time `f` returns with its result (the store's
+    /// requests are synchronous), under the same lock.
+    fn with_flash_until<R>(
         &mut self,
         py: Python<'_>,
-        f: impl FnOnce(&mut HostFtl, &mut NativeFlash<'_>, u64) -> Result<R, HostFtlError>,
+        f: impl FnOnce(&mut HostFtl, &mut NativeFlash<'_>, u64) -> Result<(R, u64), HostFtlError>,
     ) -> PyResult<R> {
         let device = self.device.bind(py).borrow();
         let mut guard = device.lock();
         let dev: &mut Device = &mut guard;
         let now = dev.now_ns();
-        let mut flash = dev.native().map_err(device_error)?;
-        f(&mut self.ftl, &mut flash, now).map_err(host_ftl_error)
+        let (result, done) = {
+            let mut flash = dev.native().map_err(device_error)?;
+            f(&mut self.ftl, &mut flash, now).map_err(host_ftl_error)?
+        };
+        dev.advance_to(done);
+        Ok(result)
     }
 
-    /// One request of the store at the device's clock, which moves to its completion (the
-    /// store's requests are synchronous). `out` receives a read's data.
+    /// Run `f` on the host FTL and the device's native flash at the device's clock, under the
+    /// device's lock; the clock moves only as far as the flash calls issued it.
+    fn with_flash<R>(
+        &mut self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut HostFtl, &mut NativeFlash<'_>, u64) -> Result<R, HostFtlError>,
+    ) -> PyResult<R> {
+        self.with_flash_until(py, |ftl, flash, now| Ok((f(ftl, flash, now)?, now)))
+    }
+
+    /// One request of the store at the device's clock, which moves to its completion. `out`
+    /// receives a read's data.
     pub(crate) fn submit_io(
         &mut self,
         py: Python<'_>,
@@ -68,21 +83,21 @@ impl PyHostFtl {
         out: Option<&mut [u8]>,
         length: u64,
     ) -> PyResult<()> {
-        let done = self.with_flash(py, |ftl, flash, now| match op {
-            Op::Read => match out {
-                Some(out) => ftl.read(flash, offset, out, now),
-                None => Ok(now),
-            },
-            Op::Write => ftl.write(flash, offset, data.unwrap_or_default(), now),
-            Op::Trim => {
-                ftl.trim(offset, length);
-                Ok(now)
-            }
-            Op::Flush => Ok(now), // a program is on flash when it returns: nothing is volatile
-        })?;
-        let device = self.device.bind(py).borrow();
-        device.lock().advance_to(done);
-        Ok(())
+        self.with_flash_until(py, |ftl, flash, now| {
+            let done = match op {
+                Op::Read => match out {
+                    Some(out) => ftl.read(flash, offset, out, now)?,
+                    None => now,
+                },
+                Op::Write => ftl.write(flash, offset, data.unwrap_or_default(), now)?,
+                Op::Trim => {
+                    ftl.trim(offset, length);
+                    now
+                }
+                Op::Flush => now, // a program is on flash when it returns: nothing is volatile
+            };
+            Ok(((), done))
+        })
     }
 }
 
@@ -257,9 +272,8 @@ impl PyHostFtl {
                 )
             })
             .collect();
-        let (report, done) =
-            self.with_flash(py, |ftl, flash, now| ftl.recover(flash, &catalog, now))?;
-        self.device.bind(py).borrow().lock().advance_to(done);
+        let report =
+            self.with_flash_until(py, |ftl, flash, now| ftl.recover(flash, &catalog, now))?;
         recovery_dict(py, &report)
     }
 

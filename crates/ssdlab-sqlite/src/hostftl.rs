@@ -823,7 +823,9 @@ impl HostFtl {
         let mut done = started;
         let mut scanned = 0;
         let mut max_seq = self.seq;
-        let mut oob = [0u8; OOB_BYTES];
+        // The whole OOB area is read (the flash checks the buffer's size); the first
+        // OOB_BYTES hold what the host wrote.
+        let mut oob = vec![0u8; flash.geometry().oob_bytes as usize];
         for block in 0..self.total_blocks {
             if self.retired.contains(&block) {
                 continue;
@@ -837,17 +839,12 @@ impl HostFtl {
             self.closed_seq[block as usize] = 0;
             for index in 0..programmed {
                 let ppage = block * ppb + index;
-                let t = {
-                    let mut full = vec![0u8; flash.geometry().oob_bytes as usize];
-                    let t = flash.read_oob(ppage, &mut full, Some(started))?;
-                    oob.copy_from_slice(&full[..OOB_BYTES]);
-                    t
-                };
+                let t = flash.read_oob(ppage, &mut oob, Some(started))?;
                 done = done.max(t);
                 scanned += 1;
                 let file_id = u32::from_le_bytes(oob[..4].try_into().expect("4 bytes"));
                 let file_page = u32::from_le_bytes(oob[4..8].try_into().expect("4 bytes"));
-                let seq = u64::from_le_bytes(oob[8..].try_into().expect("8 bytes"));
+                let seq = u64::from_le_bytes(oob[8..OOB_BYTES].try_into().expect("8 bytes"));
                 if file_id == NO_FILE {
                     continue;
                 }
