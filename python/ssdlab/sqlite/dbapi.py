@@ -108,10 +108,10 @@ _DML = re.compile(
 #: Per statement text seen: (is DML, may return rows). A workload repeats a few hundred
 #: texts, and the match cost more than the rest of a short statement's bookkeeping.
 _KINDS_SEEN: dict[str, tuple[bool, bool]] = {}
+_KINDS_SEEN_MAX = 4096
 
 # Bound once: Connection._call runs them around every call into SQLite.
 _gc_isenabled, _gc_disable, _gc_enable = gc.isenabled, gc.disable, gc.enable
-_KINDS_SEEN_MAX = 4096
 
 
 def _statement_kind(sql: str) -> tuple[bool, bool]:
