@@ -106,6 +106,8 @@ def HostFtl(
     bare); ``power_loss()``; ``recover(catalog)`` with the store's catalog (file id ->
     (extents, pages per extent, size in pages)); ``stats()``; ``counters`` as attributes.
     """
+    # Checked here, before device.native() claims the flash, so that a bad option leaves the
+    # device as it was (the compiled class checks the ranges again, for its Rust callers).
     if isinstance(wear_gap, bool) or not isinstance(wear_gap, int) or wear_gap < 1:
         raise ValueError(f"wear_gap: expected an integer >= 1, got {wear_gap!r}")
     if gc_policy not in GC_POLICIES:
