@@ -55,7 +55,11 @@ pub struct Results {
     pub precondition_units: u64,
     pub random_write_req_per_s: f64,
     pub random_write_waf: f64,
+    /// Busy time over simulated time, mean over the dies, of each phase (the device's own
+    /// figure: a saturated device keeps its dies busy).
+    pub random_write_die_utilisation: f64,
     pub random_read_req_per_s: f64,
+    pub random_read_die_utilisation: f64,
     /// Peak RSS growth while building and preconditioning the device, per physical page.
     pub bytes_per_physical_page: Option<f64>,
 }
@@ -143,9 +147,12 @@ pub fn run(p: &Params) -> Result<Results, String> {
     let logical_bytes = dev.logical_bytes();
     let writes = job_requests("randwrite", logical_bytes, p.requests, p.seed);
     let random_write_req_per_s = replay(&mut dev, writes, p.queue_depth);
-    let random_write_waf = dev.ssd_json()["waf"].as_f64().unwrap_or(0.0);
+    let written = dev.ssd_json();
+    let random_write_waf = written["waf"].as_f64().unwrap_or(0.0);
+    let random_write_die_utilisation = written["die_utilisation"].as_f64().unwrap_or(0.0);
     let reads = job_requests("randread", logical_bytes, p.requests, p.seed + 1);
     let random_read_req_per_s = replay(&mut dev, reads, p.queue_depth);
+    let random_read_die_utilisation = dev.ssd_json()["die_utilisation"].as_f64().unwrap_or(0.0);
     Ok(Results {
         logical_bytes,
         physical_pages,
@@ -153,7 +160,9 @@ pub fn run(p: &Params) -> Result<Results, String> {
         precondition_units: pre.units_written,
         random_write_req_per_s,
         random_write_waf,
+        random_write_die_utilisation,
         random_read_req_per_s,
+        random_read_die_utilisation,
         bytes_per_physical_page,
     })
 }

@@ -5,6 +5,15 @@
 fn tiny_simspeed_runs_and_reports_sane_figures() {
     let r = ssdlab_benches::run(&ssdlab_benches::Params::tiny()).expect("the tiny bench runs");
     assert!(r.random_write_req_per_s > 0.0 && r.random_read_req_per_s > 0.0);
+    for utilisation in [
+        r.random_write_die_utilisation,
+        r.random_read_die_utilisation,
+    ] {
+        assert!(
+            utilisation > 0.0 && utilisation <= 1.0,
+            "die utilisation {utilisation} outside (0, 1]"
+        );
+    }
     assert!(
         r.random_write_waf > 1.0,
         "random writes after preconditioning must trigger GC: {r:?}"

@@ -75,13 +75,15 @@ fn main() {
         r.precondition_units, r.precondition_s
     );
     println!(
-        "random writes     {:.3} M req/s  (WAF {:.2}; target >= 2 M/s)",
+        "random writes     {:.3} M req/s  (WAF {:.2}, die utilisation {:.3}; target >= 2 M/s)",
         r.random_write_req_per_s / 1e6,
-        r.random_write_waf
+        r.random_write_waf,
+        r.random_write_die_utilisation
     );
     println!(
-        "random reads      {:.3} M req/s  (target >= 4 M/s)",
-        r.random_read_req_per_s / 1e6
+        "random reads      {:.3} M req/s  (die utilisation {:.3}; target >= 4 M/s)",
+        r.random_read_req_per_s / 1e6,
+        r.random_read_die_utilisation
     );
     match r.bytes_per_physical_page {
         Some(b) => println!("memory            {b:.2} bytes per physical page (target <= 16)"),
@@ -95,7 +97,9 @@ fn main() {
             "precondition_s": r.precondition_s,
             "random_write_req_per_s": r.random_write_req_per_s,
             "random_write_waf": r.random_write_waf,
+            "random_write_die_utilisation": r.random_write_die_utilisation,
             "random_read_req_per_s": r.random_read_req_per_s,
+            "random_read_die_utilisation": r.random_read_die_utilisation,
             "bytes_per_physical_page": r.bytes_per_physical_page,
         })
     );
