@@ -122,6 +122,9 @@ enum Event {
 #[derive(Default)]
 struct EventQueue {
     heap: BinaryHeap<Reverse<u128>>,
+    /// Idle-time GC checks, scheduled a fixed delay ahead and so in time order: a FIFO
+    /// instead of the heap (one out of order goes to the heap).
+    idle_checks: VecDeque<u128>,
     slots: Vec<Event>,
     free: Vec<u32>,
     seq: u64,
@@ -135,32 +138,53 @@ impl EventQueue {
             self.renumber();
         }
         let slot = slab_insert(&mut self.slots, &mut self.free, event);
-        self.heap.push(Reverse(
-            (time_ns as u128) << 64 | (self.seq as u128) << 32 | slot as u128,
-        ));
+        let key = (time_ns as u128) << 64 | (self.seq as u128) << 32 | slot as u128;
         self.seq += 1;
+        if matches!(event, Event::IdleGc { .. })
+            && self.idle_checks.back().is_none_or(|&last| last < key)
+        {
+            self.idle_checks.push_back(key);
+        } else {
+            self.heap.push(Reverse(key));
+        }
+    }
+
+    /// The earliest pending key, and whether it is the heap's.
+    #[inline]
+    fn first(&self) -> Option<(u128, bool)> {
+        match (self.heap.peek(), self.idle_checks.front()) {
+            (Some(&Reverse(h)), Some(&f)) => Some(if h < f { (h, true) } else { (f, false) }),
+            (Some(&Reverse(h)), None) => Some((h, true)),
+            (None, Some(&f)) => Some((f, false)),
+            (None, None) => None,
+        }
     }
 
     fn peek(&self) -> Option<(u64, Event)> {
-        self.heap
-            .peek()
-            .map(|&Reverse(key)| ((key >> 64) as u64, self.slots[key as u32 as usize]))
+        self.first()
+            .map(|(key, _)| ((key >> 64) as u64, self.slots[key as u32 as usize]))
     }
 
     fn pop(&mut self) -> Option<(u64, Event)> {
-        let Reverse(key) = self.heap.pop()?;
+        let (key, in_heap) = self.first()?;
+        if in_heap {
+            self.heap.pop();
+        } else {
+            self.idle_checks.pop_front();
+        }
         let slot = key as u32;
         self.free.push(slot);
         Some(((key >> 64) as u64, self.slots[slot as usize]))
     }
 
     fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.heap.is_empty() && self.idle_checks.is_empty()
     }
 
     /// Give the pending events sequence numbers 0, 1, ... in their present order.
     fn renumber(&mut self) {
         let mut keys: Vec<u128> = self.heap.drain().map(|Reverse(key)| key).collect();
+        keys.extend(self.idle_checks.drain(..));
         keys.sort_unstable();
         let low = (1u128 << 32) - 1;
         self.heap = keys
