@@ -1633,6 +1633,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn idle_checks_and_heap_events_merge_in_time_then_arrival_order() {
+        let mut q = EventQueue::default();
+        let idle = |die| Event::IdleGc { die };
+        let free = |die| Event::DieFree { die, generation: 0 };
+        q.push(30, idle(0));
+        q.push(30, free(1)); // same time, later: after idle(0)
+        q.push(20, idle(2)); // earlier than the FIFO's back: to the heap
+        q.push(40, idle(3));
+        q.push(10, free(4));
+        q.push(40, free(5));
+        assert_eq!(
+            q.idle_checks.len(),
+            2,
+            "in-order checks stay out of the heap"
+        );
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            order,
+            [
+                (10, free(4)),
+                (20, idle(2)),
+                (30, idle(0)),
+                (30, free(1)),
+                (40, idle(3)),
+                (40, free(5))
+            ]
+        );
+        assert!(q.is_empty());
+    }
+
+    #[test]
     fn events_leave_in_time_then_arrival_order_across_a_renumbering() {
         let mut q = EventQueue::default();
         let die = |die| Event::IdleGc { die };
