@@ -2,12 +2,14 @@
 //! frees, the transfer the scheduler ranks first goes next. Each test computes the expected
 //! latencies by hand from the configuration.
 
+mod common;
+
 use ssdlab_core::{Device, HostRequest, Loop, Op, RunSpec, VecSource};
 
 /// Three single-plane TLC dies on one channel (58 us LSB reads, 500 us LSB programs), static
 /// striping (page n of the run's writes goes to die n mod 3), no host link, no write buffer.
 fn three_dies_one_channel(extra: &[(&str, &str)]) -> Device {
-    let mut pairs: Vec<(String, String)> = [
+    let base = [
         ("geometry.channels", "1"),
         ("geometry.chips_per_channel", "1"),
         ("geometry.dies_per_chip", "3"),
@@ -27,12 +29,8 @@ fn three_dies_one_channel(extra: &[(&str, &str)]) -> Device {
         ("ecc.encode_ns", "800"),
         ("placement.allocation", "static"),
         ("stats.request_log", "true"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    pairs.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Device::from_toml("", "test", &pairs, 1, false).unwrap_or_else(|e| panic!("{e}"))
+    ];
+    common::device(&[&base, extra], 1, false)
 }
 
 const XFER: u64 = 5_120 + 300;

@@ -2,9 +2,11 @@
 //! cost one flash read per cache hit and two per miss, and the miss rate is 1 − the cached
 //! fraction. Also: data survives DFTL's translation work and GC, on both timing paths.
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use ssdlab_core::{Device, HostRequest, Loop, Op, RunSpec, VecSource};
+use ssdlab_core::{Device, HostRequest, Op};
 
 fn device(extra: &[(&str, &str)], store: bool) -> Device {
     let base = [
@@ -20,12 +22,7 @@ fn device(extra: &[(&str, &str)], store: bool) -> Device {
         ("cell.program_ns", "[250000]"),
         ("ftl.kind", "dftl"),
     ];
-    let pairs: Vec<(String, String)> = base
-        .iter()
-        .chain(extra)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    Device::from_toml("", "test", &pairs, 7, store).unwrap_or_else(|e| panic!("{e}"))
+    common::device(&[&base, extra], 7, store)
 }
 
 fn request(op: Op, page: u64) -> HostRequest {
@@ -39,15 +36,7 @@ fn request(op: Op, page: u64) -> HostRequest {
 }
 
 fn run(dev: &mut Device, requests: Vec<HostRequest>) {
-    dev.run_to_end(RunSpec {
-        name: "job".into(),
-        source: Box::new(VecSource::new(requests)),
-        queue_depth: 1,
-        pacing: Loop::Closed,
-        runtime_ns: None,
-        ramp_ns: None,
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    common::closed_run(dev, requests, 1);
 }
 
 fn random_reads(pages: u64, n: usize, seed: u64) -> Vec<HostRequest> {

@@ -2,6 +2,8 @@
 //! with CRC when GC moves them, each page is decoded by its own code in exactly the configured
 //! time, and the all-BCH baseline is one flag apart.
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use ssdlab_core::request::Reliability;
@@ -17,14 +19,12 @@ const SMALL: &[(&str, &str)] = &[
 ];
 
 fn device(mode: &str, extra: &[(&str, &str)], seed: u64, store_data: bool) -> Device {
-    let pairs: Vec<(String, String)> = SMALL
-        .iter()
-        .chain(&[("flexecc.mode", mode)])
-        .chain(extra)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let text = presets::get("flexecc").expect("preset");
-    Device::from_toml(text, "flexecc", &pairs, seed, store_data).unwrap_or_else(|e| panic!("{e}"))
+    common::preset_device(
+        "flexecc",
+        &[SMALL, &[("flexecc.mode", mode)], extra],
+        seed,
+        store_data,
+    )
 }
 
 fn request(op: Op, unit: u64, reliability: Option<Reliability>, flush_read: bool) -> HostRequest {

@@ -4,8 +4,10 @@
 //! and the host link (4096 B at 3938 MB/s, rounded up: 1.041 µs), exactly, on every
 //! scheduler (the reservation path and the event engine), with or without suspend.
 
+mod common;
+
 use ssdlab_core::request::Reliability;
-use ssdlab_core::{presets, Device, Hint, HostRequest, Loop, Op, RunSpec, VecSource};
+use ssdlab_core::{Device, Hint, HostRequest, Op};
 
 const ARRAY_READ_NS: u64 = 25_000;
 const CHANNEL_NS: u64 = 5_120;
@@ -18,19 +20,15 @@ fn device(mode: &str) -> Device {
 }
 
 fn device_on(mode: &str, scheduler: &str, suspend: &str) -> Device {
-    let pairs: Vec<(String, String)> = [
+    let small = [
         ("geometry.channels", "2"),
         ("geometry.chips_per_channel", "1"),
         ("geometry.blocks_per_plane", "64"),
         ("flexecc.mode", mode),
         ("controller.scheduler", scheduler),
         ("cell.suspend", suspend),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    let text = presets::get("flexecc").expect("preset");
-    Device::from_toml(text, "flexecc", &pairs, 1, false).unwrap_or_else(|e| panic!("{e}"))
+    ];
+    common::preset_device("flexecc", &[&small], 1, false)
 }
 
 fn request(op: Op, unit: u64, reliability: Option<Reliability>) -> HostRequest {
@@ -66,15 +64,7 @@ fn clean_and_dirty_read_ns(dev: &mut Device) -> (u64, u64) {
 }
 
 fn run(dev: &mut Device, requests: Vec<HostRequest>) -> serde_json::Value {
-    dev.run_to_end(RunSpec {
-        name: "job".into(),
-        source: Box::new(VecSource::new(requests)),
-        queue_depth: 1,
-        pacing: Loop::Closed,
-        runtime_ns: None,
-        ramp_ns: None,
-    })
-    .unwrap_or_else(|e| panic!("{e}"))
+    common::closed_run(dev, requests, 1)
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! (5.12 us per page), no ECC latency and no host-link limit, so a read's time is the array and
 //! the channel only.
 
-use ssdlab_core::{Device, HostRequest, Loop, Op, RunSpec, VecSource};
+mod common;
+
+use ssdlab_core::{Device, HostRequest, Op};
 
 const PAGE: u64 = 4096;
 const XFER: u64 = 5_120;
@@ -30,11 +32,7 @@ fn device(extra: &[(&str, &str)]) -> Device {
         ("controller.scheduler", "priority"),
     ];
     pairs.extend_from_slice(extra);
-    let ov: Vec<(String, String)> = pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    Device::from_toml("", "test", &ov, 1, false).unwrap_or_else(|e| panic!("{e}"))
+    common::device(&[&pairs], 1, false)
 }
 
 fn grouped(op: Op, offset: u64, length: u64, group: Option<u64>) -> HostRequest {
@@ -64,17 +62,7 @@ fn write_then_read(
     )
 }
 
-fn run(dev: &mut Device, requests: Vec<HostRequest>, qd: u32) -> serde_json::Value {
-    dev.run_to_end(RunSpec {
-        name: "job".into(),
-        source: Box::new(VecSource::new(requests)),
-        queue_depth: qd,
-        pacing: Loop::Closed,
-        runtime_ns: None,
-        ramp_ns: None,
-    })
-    .unwrap()
-}
+use common::closed_run as run;
 
 #[test]
 fn normal_layout_reads_each_page_of_each_wordline() {

@@ -1,6 +1,8 @@
 //! The native flash interface: closed-form timing (the block interface's die and channel
 //! model), NAND rules, and the block interface refused once the flash is native.
 
+mod common;
+
 use ssdlab_core::native::NandError;
 use ssdlab_core::{Device, DeviceError, HostRequest, Op};
 
@@ -35,12 +37,7 @@ const XFER: u64 = 20_480;
 const OOB_XFER: u64 = 640;
 
 fn device(extra: &[(&str, &str)], store: bool) -> Device {
-    let pairs: Vec<(String, String)> = GEOMETRY
-        .iter()
-        .chain(extra)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    Device::from_toml("", "test", &pairs, 1, store).unwrap_or_else(|e| panic!("{e}"))
+    common::device(&[GEOMETRY, extra], 1, store)
 }
 
 const PAGE: [u8; 4096] = [0x5A; 4096];

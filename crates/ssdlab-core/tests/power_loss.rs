@@ -4,6 +4,8 @@
 //! where a power loss drops the staged units of partly filled pages) and DFTL, with and
 //! without a write buffer. A failure prints the seed that replays it.
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use ssdlab_core::{Device, HostRequest, Op};
@@ -20,12 +22,7 @@ fn device(extra: &[(&str, &str)], seed: u64) -> Device {
         ("cell.type", "slc"),
         ("cell.program_ns", "[250000]"),
     ];
-    let pairs: Vec<(String, String)> = base
-        .iter()
-        .chain(extra)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    Device::from_toml("", "swarm", &pairs, seed, true).unwrap_or_else(|e| panic!("{e}"))
+    common::device(&[&base, extra], seed, true)
 }
 
 fn request(op: Op, offset: u64, length: u64) -> HostRequest {

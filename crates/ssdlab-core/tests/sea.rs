@@ -2,6 +2,8 @@
 //! segment, predicted units migrate from `stat` to `dyn` at GC, and a device that ignores hints
 //! behaves exactly like one never sent them.
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use ssdlab_core::request::SeaClass;
@@ -24,12 +26,7 @@ const SMALL: &[(&str, &str)] = &[
 ];
 
 fn device_with(extra: &[(&str, &str)], seed: u64, store_data: bool) -> Device {
-    let pairs: Vec<(String, String)> = SMALL
-        .iter()
-        .chain(extra)
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    Device::from_toml("", "test", &pairs, seed, store_data).unwrap_or_else(|e| panic!("{e}"))
+    common::device(&[SMALL, extra], seed, store_data)
 }
 
 fn write(dev: &mut Device, unit: u64, class: Option<SeaClass>) {

@@ -1,31 +1,20 @@
 //! Validation of the timing and FTL model against closed-form results. Each test computes the
 //! expected figure by hand from the configuration and fails if the model disagrees.
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use ssdlab_core::{Device, HostRequest, Loop, Op, PreconditionOptions, RunSpec, VecSource};
 
+use common::closed_run;
+
 fn overrides(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    common::settings(&[pairs])
 }
 
 fn device(pairs: &[(&str, &str)], seed: u64) -> Device {
-    Device::from_toml("", "test", &overrides(pairs), seed, false).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn closed_run(dev: &mut Device, requests: Vec<HostRequest>, qd: u32) -> serde_json::Value {
-    dev.run_to_end(RunSpec {
-        name: "job".into(),
-        source: Box::new(VecSource::new(requests)),
-        queue_depth: qd,
-        pacing: Loop::Closed,
-        runtime_ns: None,
-        ramp_ns: None,
-    })
-    .unwrap()
+    common::device(&[pairs], seed, false)
 }
 
 mod single_request_latency {
