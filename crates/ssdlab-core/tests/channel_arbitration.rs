@@ -9,28 +9,13 @@ use ssdlab_core::{Device, HostRequest, Loop, Op, RunSpec, VecSource};
 /// Three single-plane TLC dies on one channel (58 us LSB reads, 500 us LSB programs), static
 /// striping (page n of the run's writes goes to die n mod 3), no host link, no write buffer.
 fn three_dies_one_channel(extra: &[(&str, &str)]) -> Device {
-    let base = [
-        ("geometry.channels", "1"),
-        ("geometry.chips_per_channel", "1"),
+    let three_dies = [
         ("geometry.dies_per_chip", "3"),
-        ("geometry.planes_per_die", "1"),
-        ("geometry.blocks_per_plane", "128"),
-        ("geometry.pages_per_block", "192"),
-        ("geometry.page_size_bytes", "4096"),
-        ("cell.type", "tlc"),
-        ("cell.read_ns", "[58000, 78000, 107000]"),
-        ("cell.program_ns", "[500000, 700000, 900000]"),
-        ("channel.rate_mtps", "800"),
-        ("channel.command_overhead_ns", "300"),
         ("host.link_mbps", "0"),
-        ("ecc.code", "bch"),
-        ("ecc.codeword_bytes", "1024"),
-        ("ecc.correctable_bits", "12"),
-        ("ecc.encode_ns", "800"),
         ("placement.allocation", "static"),
         ("stats.request_log", "true"),
     ];
-    common::device(&[&base, extra], 1, false)
+    common::device(&[common::TLC_ONE_DIE, &three_dies, extra], 1, false)
 }
 
 const XFER: u64 = 5_120 + 300;

@@ -20,25 +20,7 @@ fn device(pairs: &[(&str, &str)], seed: u64) -> Device {
 mod single_request_latency {
     use super::*;
 
-    pub(super) const TLC_ONE_DIE: &[(&str, &str)] = &[
-        ("geometry.channels", "1"),
-        ("geometry.chips_per_channel", "1"),
-        ("geometry.dies_per_chip", "1"),
-        ("geometry.planes_per_die", "1"),
-        ("geometry.blocks_per_plane", "128"),
-        ("geometry.pages_per_block", "192"),
-        ("geometry.page_size_bytes", "4096"),
-        ("cell.type", "tlc"),
-        ("cell.read_ns", "[58000, 78000, 107000]"),
-        ("cell.program_ns", "[500000, 700000, 900000]"),
-        ("channel.rate_mtps", "800"),
-        ("channel.command_overhead_ns", "300"),
-        ("host.link_mbps", "4000"),
-        ("ecc.code", "bch"),
-        ("ecc.codeword_bytes", "1024"),
-        ("ecc.correctable_bits", "12"),
-        ("ecc.encode_ns", "800"),
-    ];
+    pub(super) use common::TLC_ONE_DIE;
 
     /// The one-die TLC device with the settings of each of `extra` on top, later ones winning.
     pub(super) fn tlc_one_die(extra: &[&[(&'static str, &'static str)]]) -> Device {

@@ -5,6 +5,29 @@
 
 use ssdlab_core::{Device, HostRequest, Loop, RunSpec, VecSource};
 
+/// One TLC die on one channel with round-number timings, for closed-form checks: 58/78/107 us
+/// reads and 500/700/900 us programs by page type, 4 KiB pages over an 800 MT/s bus (5.12 us +
+/// 300 ns command overhead), BCH over 1 KiB codewords, a 4 GB/s host link.
+pub const TLC_ONE_DIE: &[(&str, &str)] = &[
+    ("geometry.channels", "1"),
+    ("geometry.chips_per_channel", "1"),
+    ("geometry.dies_per_chip", "1"),
+    ("geometry.planes_per_die", "1"),
+    ("geometry.blocks_per_plane", "128"),
+    ("geometry.pages_per_block", "192"),
+    ("geometry.page_size_bytes", "4096"),
+    ("cell.type", "tlc"),
+    ("cell.read_ns", "[58000, 78000, 107000]"),
+    ("cell.program_ns", "[500000, 700000, 900000]"),
+    ("channel.rate_mtps", "800"),
+    ("channel.command_overhead_ns", "300"),
+    ("host.link_mbps", "4000"),
+    ("ecc.code", "bch"),
+    ("ecc.codeword_bytes", "1024"),
+    ("ecc.correctable_bits", "12"),
+    ("ecc.encode_ns", "800"),
+];
+
 /// Settings as `(key, value)` strings; a later layer's value of a key wins.
 pub fn settings(layers: &[&[(&str, &str)]]) -> Vec<(String, String)> {
     layers
