@@ -34,7 +34,7 @@ use crate::ecc::flex::FlexPages;
 use crate::gc::destination::{gc_destination, FreeBlocks, GcDestination};
 use crate::gc::{victim_policy, BlockState, PlaneView, VictimPolicy};
 use crate::nand::prefetch::prefetch;
-use crate::nand::table::huge_table;
+use crate::nand::table::{huge_table, huge_zeroed_table};
 use crate::nand::{Geometry, NONE};
 use crate::placement::wordline::gc_wordline_order;
 use crate::placement::HandleCounters;
@@ -169,8 +169,8 @@ impl PageMapFtl {
             handle_counters: vec![HandleCounters::default(); handles as usize],
             victim_units: Vec::with_capacity(geo.pages_per_block as usize),
             segments: Segments::new(config, geo.planes),
-            oob_unit: vec![0; (geo.physical_pages as usize) << unit_shift],
-            oob_seq: vec![0; (geo.physical_pages as usize) << unit_shift],
+            oob_unit: huge_zeroed_table((geo.physical_pages as usize) << unit_shift),
+            oob_seq: huge_zeroed_table((geo.physical_pages as usize) << unit_shift),
             oob_next_seq: 1,
             flex: FlexPages::new(config, logical_units, geo.physical_pages << unit_shift),
             unit_group: Vec::new(),

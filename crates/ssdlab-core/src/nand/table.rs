@@ -1,4 +1,4 @@
-//! Large flat tables (the L2P and P2L maps) allocated for random access.
+//! Large flat tables (the L2P and P2L maps, the OOB) allocated for random access.
 //!
 //! The maps are indexed at random and span hundreds of megabytes, so with 4 KiB pages nearly
 //! every access also misses the TLB. On Linux the table is advised to use transparent huge pages
@@ -13,6 +13,18 @@ pub fn huge_table<T: Copy>(len: usize, value: T) -> Vec<T> {
         len * std::mem::size_of::<T>(),
     );
     table.resize(len, value);
+    table
+}
+
+/// A zeroed table of `len` u32s on transparent huge pages where the kernel allows, whose memory
+/// appears only as it is first written (the allocator maps zeroed pages lazily): for tables
+/// most of which may never be touched, such as the OOB of a large, mostly empty device.
+pub fn huge_zeroed_table(len: usize) -> Vec<u32> {
+    let mut table = vec![0u32; len];
+    advise_huge_pages(
+        table.as_mut_ptr() as *mut u8,
+        len * std::mem::size_of::<u32>(),
+    );
     table
 }
 
@@ -43,5 +55,12 @@ mod tests {
         let t = super::huge_table(5 << 20, 7u32);
         assert_eq!(t.len(), 5 << 20);
         assert!(t.iter().all(|&v| v == 7));
+    }
+
+    #[test]
+    fn zeroed_table_is_zero() {
+        let t = super::huge_zeroed_table(5 << 20);
+        assert_eq!(t.len(), 5 << 20);
+        assert!(t.iter().all(|&v| v == 0));
     }
 }
