@@ -5,7 +5,6 @@
 //! the channel only.
 
 mod common;
-
 use ssdlab_core::{Device, HostRequest, Op};
 
 const PAGE: u64 = 4096;
@@ -13,7 +12,7 @@ const XFER: u64 = 5_120;
 const MELDED: u64 = 166_000;
 
 fn device(extra: &[(&str, &str)]) -> Device {
-    let mut pairs = vec![
+    let base = [
         ("geometry.channels", "2"),
         ("geometry.chips_per_channel", "2"),
         ("geometry.dies_per_chip", "1"),
@@ -31,8 +30,7 @@ fn device(extra: &[(&str, &str)]) -> Device {
         ("placement.allocation", "static"),
         ("controller.scheduler", "priority"),
     ];
-    pairs.extend_from_slice(extra);
-    common::device(&[&pairs], 1, false)
+    common::device(&[&base, extra], 1, false)
 }
 
 fn grouped(op: Op, offset: u64, length: u64, group: Option<u64>) -> HostRequest {

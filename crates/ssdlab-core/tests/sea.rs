@@ -469,14 +469,6 @@ fn migration_runs_on_the_event_engine_too() {
         .filter(|&u| !one_in_eight(u))
         .map(stat_write)
         .collect();
-    dev.run_to_end(ssdlab_core::RunSpec {
-        name: "job".into(),
-        source: Box::new(ssdlab_core::VecSource::new(requests)),
-        queue_depth: 8,
-        pacing: ssdlab_core::Loop::Closed,
-        runtime_ns: None,
-        ramp_ns: None,
-    })
-    .unwrap();
+    common::closed_run(&mut dev, requests, 8);
     assert_migrated_units_are_in_dyn(&dev, n);
 }

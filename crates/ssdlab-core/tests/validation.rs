@@ -24,11 +24,10 @@ mod single_request_latency {
 
     /// The one-die TLC device with the settings of each of `extra` on top, later ones winning.
     pub(super) fn tlc_one_die(extra: &[&[(&'static str, &'static str)]]) -> Device {
-        let mut pairs = TLC_ONE_DIE.to_vec();
-        for sets in extra {
-            pairs.extend_from_slice(sets);
-        }
-        device(&pairs, 1)
+        let layers: Vec<_> = std::iter::once(TLC_ONE_DIE)
+            .chain(extra.iter().copied())
+            .collect();
+        common::device(&layers, 1, false)
     }
 
     #[test]
@@ -135,9 +134,7 @@ mod single_request_latency {
 
     #[test]
     fn erase_and_write_buffer_and_partial_write() {
-        let mut pairs = TLC_ONE_DIE.to_vec();
-        pairs.extend([("controller.write_buffer_pages", "4")]);
-        let mut dev = device(&pairs, 1);
+        let mut dev = tlc_one_die(&[&[("controller.write_buffer_pages", "4")]]);
         // With a buffer, a write completes once its data is in DRAM: link + nothing else.
         let c = dev
             .submit(&HostRequest::new(Op::Write, 0, 4096), None, None)
