@@ -48,6 +48,10 @@ const GC: usize = 1;
 /// progress, because one victim at a time per plane needs at most one new GC block.
 pub const GC_RESERVE_BLOCKS: usize = 1;
 
+/// How many units ahead a GC step prefetches the random L2P entries it will update, so that
+/// their cache misses overlap each other and the work in between.
+const GC_PREFETCH_AHEAD: usize = 16;
+
 /// A victim in collection.
 #[derive(Debug, Clone, Copy)]
 struct GcJob {
@@ -501,8 +505,13 @@ impl PageMapFtl {
 
     /// A page of relocated units is programmed.
     fn count_gc_page(&mut self, handle: u32) {
-        self.counters.gc_pages_programmed += 1;
-        self.handle_counters[handle as usize].media_bytes_written += self.page_bytes;
+        self.count_gc_pages(handle, 1);
+    }
+
+    /// `pages` pages of relocated units are programmed.
+    fn count_gc_pages(&mut self, handle: u32, pages: u64) {
+        self.counters.gc_pages_programmed += pages;
+        self.handle_counters[handle as usize].media_bytes_written += pages * self.page_bytes;
     }
 
     /// Read groups in a GC step: add the victim's other valid units of the groups in `units`
@@ -555,6 +564,73 @@ impl PageMapFtl {
                 self.gc_group_units.1 += units;
             }
         }
+    }
+
+    /// Move `units` of victim `v` to the `handle` GC frontier of plane `destination` when no
+    /// unit needs a frontier, read group or protection of its own (the common case): in runs
+    /// that fill the open block, each one allocation and one tight loop of table updates. The
+    /// same slots, tables and operations, in the same order, as moving them one by one.
+    fn move_runs(
+        &mut self,
+        units: &[(u32, u32)],
+        v: usize,
+        destination: u32,
+        handle: u32,
+        now_ns: u64,
+        ops: &mut Vec<FlashOp>,
+    ) -> Result<(), FtlError> {
+        let mask = self.units_per_page() - 1;
+        let mut last_read = NONE;
+        let mut i = 0;
+        while i < units.len() {
+            // The run's first slot (it may open a block), then the rest of that block.
+            let first = self.allocate(destination, handle, GC, now_ns, ops)?.unit;
+            let db = self.block_of_unit(first);
+            let room = (self.units_per_block - self.write_ptr[db]) as usize;
+            let run = &units[i..units.len().min(i + 1 + room)];
+            let n = run.len() as u32;
+            self.write_ptr[db] += n - 1;
+            for (k, &(src, lun)) in run.iter().enumerate() {
+                if let Some(&(_, next)) = units.get(i + k + GC_PREFETCH_AHEAD) {
+                    prefetch(&self.l2p, next as usize);
+                }
+                let dst = first + k as u32;
+                self.p2l[src as usize] = NONE;
+                self.l2p[lun as usize] = dst;
+                self.p2l[dst as usize] = lun;
+                self.write_oob(dst, lun);
+            }
+            debug_assert!(self.valid_units[v] >= n);
+            self.valid_units[v] -= n;
+            self.valid_units[db] += n;
+            self.last_write_ns[db] = self.last_write_ns[db].max(self.last_write_ns[v]);
+            self.counters.gc_units_moved += n as u64;
+            if self.unit_shift == 0 {
+                ops.extend(
+                    run.iter()
+                        .zip(first..)
+                        .map(|(&(src, _), dst)| FlashOp::Move { src, dst }),
+                );
+                self.count_gc_pages(handle, n as u64);
+            } else {
+                for (&(src, _), dst) in run.iter().zip(first..) {
+                    let src_page = src >> self.unit_shift;
+                    if src_page != last_read {
+                        ops.push(FlashOp::GcRead { src: src_page });
+                        last_read = src_page;
+                    }
+                    ops.push(FlashOp::MoveUnit { src, dst });
+                    if (dst + 1) & mask == 0 {
+                        ops.push(FlashOp::GcProgram {
+                            dst: dst >> self.unit_shift,
+                        });
+                        self.count_gc_pages(handle, 1);
+                    }
+                }
+            }
+            i += run.len();
+        }
+        Ok(())
     }
 
     /// One step of GC in `plane`: choose a victim if none is in collection, move at most
@@ -610,12 +686,19 @@ impl PageMapFtl {
         // work in between.
         let mut units = std::mem::take(&mut self.victim_units);
         units.clear();
-        let mut offset = job.next_offset;
         let wanted = self.valid_units[v].min(max_pages.saturating_mul(per_page)) as usize;
-        while units.len() < wanted {
-            units.extend(self.valid_units_of_page(first, offset));
-            offset += 1;
+        units.reserve(wanted + per_page as usize);
+        // Unit by unit until enough are found, then to the end of that page.
+        let end = first + self.units_per_block;
+        let mut src = first + job.next_offset * per_page;
+        while (units.len() < wanted || src & (per_page - 1) != 0) && src < end {
+            let lun = self.p2l[src as usize];
+            if lun != NONE {
+                units.push((src, lun));
+            }
+            src += 1;
         }
+        let offset = (src - first) >> self.unit_shift;
         let chunks = if self.unit_group.is_empty() {
             Vec::new()
         } else {
@@ -624,14 +707,17 @@ impl PageMapFtl {
         let upw = self.geo.bits_per_cell.max(1) << self.unit_shift;
         // The chunk being moved: (id, wordline of its first unit, units, on one wordline).
         let mut chunk = (0u32, 0u32, 0u64, true);
-        const AHEAD: usize = 16;
-        for &(_, lun) in units.iter().take(AHEAD) {
+        for &(_, lun) in units.iter().take(GC_PREFETCH_AHEAD) {
             prefetch(&self.l2p, lun as usize);
         }
         let mut result = Ok(());
         let mut last_read = NONE;
-        for (i, &(src, lun)) in units.iter().enumerate() {
-            if let Some(&(_, next)) = units.get(i + AHEAD) {
+        let plain = chunks.is_empty() && self.flex.is_none() && !self.segments.may_migrate(handle);
+        if plain {
+            result = self.move_runs(&units, v, job.destination, handle, now_ns, ops);
+        }
+        for (i, &(src, lun)) in units.iter().enumerate().filter(|_| !plain) {
+            if let Some(&(_, next)) = units.get(i + GC_PREFETCH_AHEAD) {
                 prefetch(&self.l2p, next as usize);
             }
             // A predicted unit leaving `stat` goes to the `dyn` frontier (SEA-SSD); a flushed
@@ -708,7 +794,7 @@ impl PageMapFtl {
             // step's first units (a hint only: nothing simulated changes).
             let mut ahead = 0;
             let mut page = offset;
-            while ahead < AHEAD && page < self.geo.pages_per_block {
+            while ahead < GC_PREFETCH_AHEAD && page < self.geo.pages_per_block {
                 for (_, lun) in self.valid_units_of_page(first, page) {
                     prefetch(&self.l2p, lun as usize);
                     ahead += 1;

@@ -287,11 +287,14 @@ impl Segments {
     /// GC frontier has room, and then calls [`Segments::note_migrated`].
     #[inline]
     pub fn migration_target(&self, victim_handle: u32, unit: u32) -> Option<u32> {
-        (self.migrate
-            && self.active
-            && victim_handle != self.dyn_handle
-            && self.table.contains(unit))
-        .then_some(self.dyn_handle)
+        (self.may_migrate(victim_handle) && self.table.contains(unit)).then_some(self.dyn_handle)
+    }
+
+    /// May any unit of a victim of `victim_handle` migrate (is there a `migration_target`
+    /// to ask about)?
+    #[inline]
+    pub fn may_migrate(&self, victim_handle: u32) -> bool {
+        self.migrate && self.active && victim_handle != self.dyn_handle
     }
 
     #[inline]
