@@ -80,6 +80,24 @@ struct Txn {
     background: bool,
 }
 
+/// A fused copyback step being built: its transaction (or NONE), die, and the array time and
+/// moves not yet added to it.
+struct Fused {
+    txn: u32,
+    die: u32,
+    array_ns: u64,
+    moves: u32,
+}
+
+impl Fused {
+    const NONE: Fused = Fused {
+        txn: NONE,
+        die: NONE,
+        array_ns: 0,
+        moves: 0,
+    };
+}
+
 /// Move reads of one GC step that must be done before the victim's erase may start.
 #[derive(Debug, Clone, Copy)]
 struct Batch {
@@ -933,7 +951,11 @@ impl Device {
         ready_now.clear();
         // Copyback moves on one die run back to back as one die operation (the GC step),
         // one event instead of three per page; a host read may suspend it like a program.
-        let mut fused = NONE;
+        // The step's array time and moves are summed here and added to it once it is complete.
+        let mut fused = Fused::NONE;
+        // The pages and die of the last copyback move's source and destination blocks: a
+        // step's moves come from one victim and fill one frontier block.
+        let (mut src_block, mut dst_block) = ((0..0, NONE), (0..0, NONE));
         // What the next packed GC program waits for: the read that fetched its last units, or
         // the program before it (programs of one frontier go in order).
         let mut feeder = NONE;
@@ -944,8 +966,8 @@ impl Device {
             // The die of a copyback move (source and destination on one die), or NONE.
             let copyback_die = match *op {
                 FlashOp::Move { src, dst } if copyback => {
-                    let die = self.geo.die_of(src);
-                    if die == self.geo.die_of(dst) {
+                    let die = self.die_in_block(&mut src_block, src);
+                    if die == self.die_in_block(&mut dst_block, dst) {
                         die
                     } else {
                         NONE
@@ -953,8 +975,8 @@ impl Device {
                 }
                 _ => NONE,
             };
-            if copyback_die == NONE {
-                fused = NONE;
+            if copyback_die != fused.die {
+                self.end_fused(&mut fused);
             }
             match *op {
                 FlashOp::Move { src, dst } if copyback_die != NONE => {
@@ -964,30 +986,25 @@ impl Device {
                     copybacks += 1;
                     copyback_ns += busy;
                     self.relocate_data(src, dst);
-                    let die = copyback_die;
-                    let e = self.engine();
-                    if fused != NONE && e.txns[fused as usize].die == die {
-                        e.txns[fused as usize].array_ns += busy;
-                        e.txns[fused as usize].moves += 1;
-                    } else {
-                        let mut step = txn(TxnKind::Program, class, busy);
-                        step.die = die;
+                    if fused.txn == NONE {
+                        let mut step = txn(TxnKind::Program, class, 0);
+                        step.die = copyback_die;
                         step.plane = self.geo.plane_of(src);
                         step.ppa = dst;
-                        step.moves = 1;
                         step.request = request;
                         step.batch = batch;
                         step.background = background;
                         let e = self.engine();
-                        fused = e.new_txn(step);
+                        fused.txn = e.new_txn(step);
+                        fused.die = copyback_die;
                         e.batches[batch as usize].reads_left += 1;
                         if request != NONE {
                             e.request(request).pending += 1;
                         }
-                        ready_now.push(fused);
+                        ready_now.push(fused.txn);
                     }
-                    let e = self.engine();
-                    e.queued_work_ns[die as usize] += busy;
+                    fused.array_ns += busy;
+                    fused.moves += 1;
                 }
                 FlashOp::Move { src, dst } => {
                     self.relocate_data(src, dst);
@@ -1039,7 +1056,6 @@ impl Device {
                         self.enqueue_at(id, now);
                     }
                     batch = self.engine().new_batch();
-                    fused = NONE;
                 }
                 // Translation work is chained apart (`translation_chain`).
                 FlashOp::TranslationRead { .. }
@@ -1047,6 +1063,7 @@ impl Device {
                 | FlashOp::DeviceCpu { .. } => {}
             }
         }
+        self.end_fused(&mut fused);
         self.count_copybacks(copybacks, copyback_ns, background);
         let e = self.engine();
         if e.batches[batch as usize].reads_left == 0 {
@@ -1056,6 +1073,34 @@ impl Device {
             self.enqueue_at(id, now);
         }
         self.engine().scratch_reads = ready_now;
+    }
+
+    /// The die of page `ppa`, through `block`: the pages and die of the block looked up last,
+    /// replaced when `ppa` is in another block.
+    #[inline]
+    fn die_in_block(&self, block: &mut (std::ops::Range<u32>, u32), ppa: u32) -> u32 {
+        if !block.0.contains(&ppa) {
+            let b = self.geo.block_of(ppa);
+            let first = self.geo.first_page(b);
+            *block = (
+                first..first + self.geo.pages_per_block,
+                self.geo.die_of_block(b),
+            );
+        }
+        block.1
+    }
+
+    /// Add the fused copyback step's summed array time and moves to its transaction and its
+    /// die's queued work; the next copyback move starts a new step.
+    fn end_fused(&mut self, fused: &mut Fused) {
+        if fused.txn != NONE {
+            let e = self.engine();
+            let t = &mut e.txns[fused.txn as usize];
+            t.array_ns += fused.array_ns;
+            t.moves += fused.moves;
+            e.queued_work_ns[fused.die as usize] += fused.array_ns;
+        }
+        *fused = Fused::NONE;
     }
 
     /// Count `moves` copyback moves (a GC read and a GC program each, inside the die) whose
@@ -1084,13 +1129,20 @@ impl Device {
     /// the one before. Returns (when the CPU work is done, the chain's last transaction or
     /// NONE): the host transaction that needs the mapping is chained after that last one.
     fn translation_chain(&mut self, ops: &[FlashOp], start: u64, class: TxnClass) -> (u64, u32) {
-        let cpu_ns: u64 = ops
-            .iter()
-            .map(|op| match *op {
-                FlashOp::DeviceCpu { ns } => ns,
-                _ => 0,
-            })
-            .sum();
+        let (mut cpu_ns, mut translation) = (0, false);
+        for op in ops {
+            match *op {
+                FlashOp::DeviceCpu { ns } => cpu_ns += ns,
+                FlashOp::TranslationRead { .. } | FlashOp::TranslationProgram { .. } => {
+                    translation = true
+                }
+                _ => {}
+            }
+        }
+        if cpu_ns == 0 && !translation {
+            // A whole-table FTL's list (GC work only): nothing to chain.
+            return (start, NONE);
+        }
         let ready = if cpu_ns > 0 {
             self.charge_cpu(start, cpu_ns)
         } else {
