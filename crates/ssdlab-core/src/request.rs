@@ -149,6 +149,9 @@ pub trait RequestSource: Send {
     }
 }
 
+/// How many requests ahead [`VecSource`] prefetches.
+const REPLAY_PREFETCH_AHEAD: usize = 4;
+
 /// A source replaying requests held in memory.
 pub struct VecSource {
     requests: std::vec::IntoIter<HostRequest>,
@@ -167,6 +170,9 @@ impl VecSource {
 
 impl RequestSource for VecSource {
     fn next_request(&mut self) -> Option<Result<HostRequest, SourceError>> {
+        // A long list is far larger than the caches and the simulation between two requests
+        // evicts the hardware prefetcher's lines: ask for the request a few ahead.
+        crate::nand::prefetch::prefetch(self.requests.as_slice(), REPLAY_PREFETCH_AHEAD);
         self.requests.next().map(Ok)
     }
 
