@@ -127,6 +127,9 @@ pub struct PageMapFtl {
     unit_group: Vec<u32>,
     /// Grouped units GC moved, and those it kept on whole wordlines of their group.
     gc_group_units: (u64, u64),
+    /// Tests: move every unit one by one (the reference for `move_runs`).
+    #[cfg(test)]
+    unit_by_unit: bool,
 }
 
 impl PageMapFtl {
@@ -179,6 +182,8 @@ impl PageMapFtl {
             flex: FlexPages::new(config, logical_units, geo.physical_pages << unit_shift),
             unit_group: Vec::new(),
             gc_group_units: (0, 0),
+            #[cfg(test)]
+            unit_by_unit: false,
         }
     }
 
@@ -713,6 +718,8 @@ impl PageMapFtl {
         let mut result = Ok(());
         let mut last_read = NONE;
         let plain = chunks.is_empty() && self.flex.is_none() && !self.segments.may_migrate(handle);
+        #[cfg(test)]
+        let plain = plain && !self.unit_by_unit;
         if plain {
             result = self.move_runs(&units, v, job.destination, handle, now_ns, ops);
         }
@@ -1150,6 +1157,70 @@ mod tests {
     fn ftl_for(cfg: &Config, geo: &Geometry, logical: u64) -> PageMapFtl {
         let units_per_page = cfg.derived().units_per_page;
         PageMapFtl::new(cfg, geo, logical, units_per_page)
+    }
+
+    /// GC in runs (`move_runs`) gives what moving unit by unit gives: the same operations in
+    /// the same order, the same tables and counters, after every host write and background
+    /// step, across block boundaries, with pages of one or several units.
+    #[test]
+    fn runs_move_what_unit_by_unit_moves() {
+        for (page, unit, destination) in [
+            (4096, 4096, "victim_plane"),
+            (16384, 4096, "victim_plane"),
+            (8192, 512, "victim_plane"),
+            (16384, 4096, "most_free"),
+        ] {
+            let (mut cfg, geo, logical) = small_with(page, unit);
+            if destination == "most_free" {
+                cfg.ftl.gc_destination = crate::config::GcDestinationKind::MostFree;
+            }
+            let mut runs = ftl_for(&cfg, &geo, logical);
+            let mut one_by_one = ftl_for(&cfg, &geo, logical);
+            one_by_one.unit_by_unit = true;
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+            let (mut ops_runs, mut ops_one) = (Vec::new(), Vec::new());
+            let mut gc_ops = 0;
+            for step in 0..(4 * logical).max(20_000) {
+                let ctx = format!("{page}/{unit} {destination} step {step}");
+                ops_runs.clear();
+                ops_one.clear();
+                let plane = geo.stripe_order[(step % geo.planes as u64) as usize];
+                if rng.gen_bool(0.05) {
+                    let max_moves = rng.gen_range(1..40);
+                    let a = runs.background_gc(plane, step, max_moves, &mut ops_runs);
+                    let b = one_by_one.background_gc(plane, step, max_moves, &mut ops_one);
+                    assert_eq!(a, b, "{ctx}");
+                } else {
+                    let write = UnitWrite {
+                        unit: rng.gen_range(0..logical),
+                        handle: rng.gen_range(0..2),
+                        plane,
+                        now_ns: step,
+                        host_bytes: unit,
+                    };
+                    let a = runs.write(write, &mut ops_runs);
+                    let b = one_by_one.write(write, &mut ops_one);
+                    assert_eq!(a, b, "{ctx}");
+                }
+                assert_eq!(ops_runs, ops_one, "{ctx}");
+                gc_ops += ops_runs.len();
+                assert!(runs.l2p == one_by_one.l2p, "{ctx}: L2P");
+                assert!(runs.p2l == one_by_one.p2l, "{ctx}: P2L");
+                assert!(runs.oob_unit == one_by_one.oob_unit, "{ctx}: OOB units");
+                assert!(runs.oob_seq == one_by_one.oob_seq, "{ctx}: OOB sequence");
+                assert_eq!(runs.valid_units, one_by_one.valid_units, "{ctx}");
+                assert_eq!(runs.write_ptr, one_by_one.write_ptr, "{ctx}");
+                assert_eq!(runs.last_write_ns, one_by_one.last_write_ns, "{ctx}");
+                assert_eq!(runs.counters, one_by_one.counters, "{ctx}");
+                assert_eq!(runs.handle_counters, one_by_one.handle_counters, "{ctx}");
+            }
+            // The comparison covered GC, not only host writes.
+            assert!(
+                runs.counters.gc_units_moved > logical,
+                "{page}/{unit}: GC ran"
+            );
+            assert!(gc_ops > 1000, "{page}/{unit}: GC operations compared");
+        }
     }
 
     /// Model-based test: the real FTL against a map that remembers each lpa's last write.
