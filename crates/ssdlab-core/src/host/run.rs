@@ -62,7 +62,10 @@ struct InFlight {
 
 /// Outstanding requests ordered by (completion time, issue sequence). The heap holds packed
 /// `u128` keys (completion << 64 | sequence << 16 | slot) and the payloads sit in a slot table,
-/// so that reordering the heap moves 16 bytes per entry rather than a whole request.
+/// so that reordering the heap moves 16 bytes per entry rather than a whole request. Records
+/// are written and read field by field where they sit: a record copied right after some of its
+/// fields were stored is read back in wide loads that span those stores, and such a load waits
+/// for the stores to reach the cache (a store-forwarding stall, a fifth of `issue`'s samples).
 struct InFlightSet {
     heap: BinaryHeap<Reverse<u128>>,
     slots: Vec<InFlight>,
@@ -92,32 +95,56 @@ impl InFlightSet {
         self.live == 0
     }
 
-    /// Hold `f` in a slot whose completion the event engine will report.
-    fn insert(&mut self, f: InFlight) -> u16 {
+    /// A slot for a request issued at `issue_ns` (arrived at `arrival_ns`), its completion
+    /// still unknown.
+    fn insert(&mut self, arrival_ns: u64, issue_ns: u64, op: Op, bytes: u64) -> u16 {
         self.live += 1;
+        let Some(slot) = self.free.pop() else {
+            // Slots grow to the queue depth once; from then on they are reused.
+            self.slots.push(InFlight {
+                queue_ns: 0,
+                complete_ns: 0,
+                arrival_ns,
+                issue_ns,
+                op,
+                bytes,
+                failed: false,
+            });
+            return (self.slots.len() - 1) as u16;
+        };
+        let f = &mut self.slots[slot as usize];
+        f.queue_ns = 0;
+        f.complete_ns = 0;
+        f.arrival_ns = arrival_ns;
+        f.issue_ns = issue_ns;
+        f.op = op;
+        f.bytes = bytes;
+        f.failed = false;
         // At most MAX_DEPTH slots are live, so the index fits the key's 16-bit field.
-        super::engine::slab_insert(&mut self.slots, &mut self.free, f) as u16
+        slot as u16
     }
 
-    fn take(&mut self, slot: u16) -> InFlight {
+    /// The request in `slot` is done: its slot is free for the next insert, and its record
+    /// stays readable until then.
+    fn take(&mut self, slot: u16) -> u16 {
         self.live -= 1;
         self.free.push(slot as u32);
-        self.slots[slot as usize]
+        slot
     }
 
-    /// Hold `f`, whose completion time is known, in the heap (reservation path).
-    fn push(&mut self, seq: u64, f: InFlight) {
-        let slot = self.insert(f);
+    /// Order `slot`, whose completion time is now known, in the heap (reservation path).
+    fn push(&mut self, seq: u64, slot: u16) {
         let order = (seq & ((1 << 48) - 1)) << 16 | slot as u64;
+        let complete_ns = self.slots[slot as usize].complete_ns;
         self.heap
-            .push(Reverse((f.complete_ns as u128) << 64 | order as u128));
+            .push(Reverse((complete_ns as u128) << 64 | order as u128));
     }
 
     fn earliest_ns(&self) -> Option<u64> {
         self.heap.peek().map(|Reverse(key)| (key >> 64) as u64)
     }
 
-    fn pop(&mut self) -> Option<InFlight> {
+    fn pop(&mut self) -> Option<u16> {
         let Reverse(key) = self.heap.pop()?;
         let slot = (key & 0xFFFF) as u16;
         Some(self.take(slot))
@@ -259,27 +286,24 @@ impl Device {
             index: run.seq + 1,
             source: Box::new(e),
         };
-        let mut f = InFlight {
-            queue_ns: 0,
-            complete_ns: 0,
-            arrival_ns,
-            issue_ns,
-            op: req.op,
-            bytes: req.length,
-            failed: false,
-        };
         if self.engine.is_some() {
-            let slot = run.in_flight.insert(f);
+            let slot = run
+                .in_flight
+                .insert(arrival_ns, issue_ns, req.op, req.length);
             self.engine_set_now(issue_ns);
             if let Err(e) = self.engine_submit(req, issue_ns, slot as u32) {
                 return Err(in_run(e));
             }
         } else {
             let completion = self.execute(req, issue_ns, None, None).map_err(in_run)?;
+            let slot = run
+                .in_flight
+                .insert(arrival_ns, issue_ns, req.op, req.length);
+            let f = &mut run.in_flight.slots[slot as usize];
             f.complete_ns = completion.complete_ns;
             f.queue_ns = completion.queue_ns;
             f.failed = completion.uncorrectable;
-            run.in_flight.push(run.seq, f);
+            run.in_flight.push(run.seq, slot);
         }
         run.job.first_issue_ns.get_or_insert(issue_ns);
         run.seq += 1;
@@ -287,12 +311,13 @@ impl Device {
     }
 
     /// The next completion of the run: from the in-flight heap, or from the event engine
-    /// (with `limit`, only one at or before it).
+    /// (with `limit`, only one at or before it). Returns the request's slot, its record
+    /// complete (and readable until the next issue).
     fn next_completion(
         &mut self,
         run: &mut RunState,
         limit: Option<u64>,
-    ) -> Result<Option<InFlight>, DeviceError> {
+    ) -> Result<Option<u16>, DeviceError> {
         if run.in_flight.is_empty() && (self.engine.is_none() || limit.is_none()) {
             return Ok(None);
         }
@@ -315,7 +340,8 @@ impl Device {
             }
             return Ok(None);
         };
-        let mut f = run.in_flight.take(c.slot as u16);
+        let slot = run.in_flight.take(c.slot as u16);
+        let f = &mut run.in_flight.slots[slot as usize];
         f.complete_ns = c.complete_ns;
         f.queue_ns = c.queue_ns;
         f.failed = c.uncorrectable;
@@ -331,20 +357,21 @@ impl Device {
                 run.log_next += 1;
             }
         }
-        Ok(Some(f))
+        Ok(Some(slot))
     }
 
     fn retire(&mut self, run: &mut RunState) -> Result<bool, DeviceError> {
         match self.next_completion(run, None)? {
-            Some(f) => {
-                self.account(run, f);
+            Some(slot) => {
+                self.account(run, slot);
                 Ok(true)
             }
             None => Ok(false),
         }
     }
 
-    fn account(&mut self, run: &mut RunState, f: InFlight) {
+    fn account(&mut self, run: &mut RunState, slot: u16) {
+        let f = &run.in_flight.slots[slot as usize];
         self.now_ns = self.now_ns.max(f.complete_ns);
         run.completed += 1;
         run.job.last_complete_ns = run.job.last_complete_ns.max(f.complete_ns);
@@ -420,8 +447,8 @@ impl Device {
                         self.retire(run)?;
                         continue;
                     }
-                    if let Some(f) = self.next_completion(run, Some(arrival))? {
-                        self.account(run, f);
+                    if let Some(slot) = self.next_completion(run, Some(arrival))? {
+                        self.account(run, slot);
                         continue;
                     }
                     run.pending = None;
