@@ -150,7 +150,7 @@ pub trait RequestSource: Send {
 }
 
 /// How many requests ahead [`VecSource`] prefetches.
-const REPLAY_PREFETCH_AHEAD: usize = 4;
+const REPLAY_PREFETCH_AHEAD: usize = 16;
 
 /// A source replaying requests held in memory.
 pub struct VecSource {
@@ -171,8 +171,8 @@ impl VecSource {
 impl RequestSource for VecSource {
     fn next_request(&mut self) -> Option<Result<HostRequest, SourceError>> {
         // A long list is far larger than the caches and the simulation between two requests
-        // evicts the hardware prefetcher's lines: ask for the request a few ahead.
-        crate::nand::prefetch::prefetch(self.requests.as_slice(), REPLAY_PREFETCH_AHEAD);
+        // evicts the hardware prefetcher's lines: ask for every line of the request 16 ahead.
+        crate::nand::prefetch::prefetch_item(self.requests.as_slice(), REPLAY_PREFETCH_AHEAD);
         self.requests.next().map(Ok)
     }
 

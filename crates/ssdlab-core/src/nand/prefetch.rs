@@ -18,3 +18,26 @@ pub fn prefetch<T>(slice: &[T], index: usize) {
         let _ = item;
     }
 }
+
+/// Hint that all of `slice[index]` will be read soon: every cache line it spans (an item
+/// larger than a line, or one straddling two, needs more than its first line).
+#[inline(always)]
+pub fn prefetch_item<T>(slice: &[T], index: usize) {
+    const LINE: usize = 64;
+    if let Some(item) = slice.get(index) {
+        let start = item as *const T as usize;
+        let end = start + std::mem::size_of::<T>().max(1);
+        let mut line = start & !(LINE - 1);
+        while line < end {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: PREFETCHT0 only hints the cache; it cannot fault, even on a bad address.
+            #[allow(unused_unsafe)]
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    line as *const i8,
+                );
+            }
+            line += LINE;
+        }
+    }
+}
