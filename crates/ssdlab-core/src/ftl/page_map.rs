@@ -723,7 +723,9 @@ impl PageMapFtl {
         if plain {
             result = self.move_runs(&units, v, job.destination, handle, now_ns, ops);
         }
-        for (i, &(src, lun)) in units.iter().enumerate().filter(|_| !plain) {
+        // Otherwise unit by unit: each may need a frontier, read group or protection of its own.
+        let one_by_one = if plain { &units[..0] } else { &units[..] };
+        for (i, &(src, lun)) in one_by_one.iter().enumerate() {
             if let Some(&(_, next)) = units.get(i + GC_PREFETCH_AHEAD) {
                 prefetch(&self.l2p, next as usize);
             }

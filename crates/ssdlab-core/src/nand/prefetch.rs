@@ -6,16 +6,7 @@
 #[inline(always)]
 pub fn prefetch<T>(slice: &[T], index: usize) {
     if let Some(item) = slice.get(index) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: PREFETCHT0 only hints the cache; it cannot fault, even on a bad address.
-        #[allow(unused_unsafe)]
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                item as *const T as *const i8,
-            );
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = item;
+        prefetch_line(item as *const T as usize);
     }
 }
 
@@ -29,15 +20,21 @@ pub fn prefetch_item<T>(slice: &[T], index: usize) {
         let end = start + std::mem::size_of::<T>().max(1);
         let mut line = start & !(LINE - 1);
         while line < end {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: PREFETCHT0 only hints the cache; it cannot fault, even on a bad address.
-            #[allow(unused_unsafe)]
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    line as *const i8,
-                );
-            }
+            prefetch_line(line);
             line += LINE;
         }
     }
+}
+
+/// Ask for the cache line holding address `addr`.
+#[inline(always)]
+fn prefetch_line(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 only hints the cache; it cannot fault, even on a bad address.
+    #[allow(unused_unsafe)]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
 }
