@@ -571,6 +571,37 @@ impl PageMapFtl {
         }
     }
 
+    /// The operations of moving unit `src` to `dst` in the `handle` GC frontier: a whole-page
+    /// move, or (with several units per page) a read of the source page unless it is
+    /// `last_read`, the unit's move, and the destination page's program once it is full.
+    #[inline]
+    fn push_move_ops(
+        &mut self,
+        src: u32,
+        dst: u32,
+        handle: u32,
+        last_read: &mut u32,
+        ops: &mut Vec<FlashOp>,
+    ) {
+        if self.unit_shift == 0 {
+            ops.push(FlashOp::Move { src, dst });
+            self.count_gc_page(handle);
+            return;
+        }
+        let src_page = src >> self.unit_shift;
+        if src_page != *last_read {
+            ops.push(FlashOp::GcRead { src: src_page });
+            *last_read = src_page;
+        }
+        ops.push(FlashOp::MoveUnit { src, dst });
+        if (dst + 1) & (self.units_per_page() - 1) == 0 {
+            ops.push(FlashOp::GcProgram {
+                dst: dst >> self.unit_shift,
+            });
+            self.count_gc_page(handle);
+        }
+    }
+
     /// Move `units` of victim `v` to the `handle` GC frontier of plane `destination` when no
     /// unit needs a frontier, read group or protection of its own (the common case): in runs
     /// that fill the open block, each one allocation and one tight loop of table updates. The
@@ -584,7 +615,6 @@ impl PageMapFtl {
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
     ) -> Result<(), FtlError> {
-        let mask = self.units_per_page() - 1;
         let mut last_read = NONE;
         let mut i = 0;
         while i < units.len() {
@@ -611,6 +641,7 @@ impl PageMapFtl {
             self.last_write_ns[db] = self.last_write_ns[db].max(self.last_write_ns[v]);
             self.counters.gc_units_moved += n as u64;
             if self.unit_shift == 0 {
+                // Whole-page moves, one list extension for the run.
                 ops.extend(
                     run.iter()
                         .zip(first..)
@@ -619,18 +650,7 @@ impl PageMapFtl {
                 self.count_gc_pages(handle, n as u64);
             } else {
                 for (&(src, _), dst) in run.iter().zip(first..) {
-                    let src_page = src >> self.unit_shift;
-                    if src_page != last_read {
-                        ops.push(FlashOp::GcRead { src: src_page });
-                        last_read = src_page;
-                    }
-                    ops.push(FlashOp::MoveUnit { src, dst });
-                    if (dst + 1) & mask == 0 {
-                        ops.push(FlashOp::GcProgram {
-                            dst: dst >> self.unit_shift,
-                        });
-                        self.count_gc_pages(handle, 1);
-                    }
+                    self.push_move_ops(src, dst, handle, &mut last_read, ops);
                 }
             }
             i += run.len();
@@ -772,23 +792,7 @@ impl PageMapFtl {
             if let Some(flex) = &mut self.flex {
                 flex.on_gc_move(lun as u64, (handle, to), (src, dst.unit), now_ns);
             }
-            if self.unit_shift == 0 {
-                ops.push(FlashOp::Move { src, dst: dst.unit });
-                self.count_gc_page(to);
-                continue;
-            }
-            let src_page = src >> self.unit_shift;
-            if src_page != last_read {
-                ops.push(FlashOp::GcRead { src: src_page });
-                last_read = src_page;
-            }
-            ops.push(FlashOp::MoveUnit { src, dst: dst.unit });
-            if dst.fills_page {
-                ops.push(FlashOp::GcProgram {
-                    dst: dst.unit >> self.unit_shift,
-                });
-                self.count_gc_page(to);
-            }
+            self.push_move_ops(src, dst.unit, to, &mut last_read, ops);
         }
         self.count_gc_chunk(chunk);
         self.victim_units = units;
