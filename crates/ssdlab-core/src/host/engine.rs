@@ -962,7 +962,10 @@ impl Device {
         let copyback = self.config.ftl.gc_copyback;
         // Copyback moves are counted once for the whole list (the same sums, fewer updates).
         let (mut copybacks, mut copyback_ns) = (0u64, 0u64);
-        for op in ops {
+        let mut i = 0;
+        while i < ops.len() {
+            let op = &ops[i];
+            i += 1;
             // The die of a copyback move (source and destination on one die), or NONE.
             let copyback_die = match *op {
                 FlashOp::Move { src, dst } if copyback => {
@@ -980,12 +983,30 @@ impl Device {
             }
             match *op {
                 FlashOp::Move { src, dst } if copyback_die != NONE => {
-                    let t_read = self.derived.read_ns[self.geo.page_type(src) as usize];
-                    let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
-                    let busy = t_read + t_prog;
-                    copybacks += 1;
+                    // This move and the copyback moves after it between the same two blocks
+                    // (the same die): a run of one step, summed in one tight loop.
+                    let (read_ns, program_ns) = (&self.derived.read_ns, &self.derived.program_ns);
+                    let mut busy = read_ns[self.geo.page_type(src) as usize]
+                        + program_ns[self.geo.page_type(dst) as usize];
+                    let first = i - 1;
+                    while let Some(&FlashOp::Move { src, dst }) = ops.get(i) {
+                        if !src_block.0.contains(&src) || !dst_block.0.contains(&dst) {
+                            break;
+                        }
+                        busy += read_ns[self.geo.page_type(src) as usize]
+                            + program_ns[self.geo.page_type(dst) as usize];
+                        i += 1;
+                    }
+                    let moves = (i - first) as u32;
+                    if self.stores_data() {
+                        for op in &ops[first..i] {
+                            if let FlashOp::Move { src, dst } = *op {
+                                self.relocate_data(src, dst);
+                            }
+                        }
+                    }
+                    copybacks += moves as u64;
                     copyback_ns += busy;
-                    self.relocate_data(src, dst);
                     if fused.txn == NONE {
                         let mut step = txn(TxnKind::Program, class, 0);
                         step.die = copyback_die;
@@ -1004,7 +1025,7 @@ impl Device {
                         ready_now.push(fused.txn);
                     }
                     fused.array_ns += busy;
-                    fused.moves += 1;
+                    fused.moves += moves;
                 }
                 FlashOp::Move { src, dst } => {
                     self.relocate_data(src, dst);
