@@ -249,7 +249,6 @@ pub(crate) struct Engine {
     /// Transfers waiting for each channel, and their arrival order.
     channels: Vec<channel::ChannelQueue>,
     channel_seq: u64,
-    dies_per_channel: u32,
     planes_per_die: u32,
     sched: Box<dyn Scheduler>,
     requests: Vec<RequestState>,
@@ -315,7 +314,6 @@ impl Engine {
                 .collect(),
             channels: (0..g.channels).map(|_| Default::default()).collect(),
             channel_seq: 0,
-            dies_per_channel: dev.derived.dies / g.channels,
             planes_per_die: g.planes_per_die,
             sched: scheduler(
                 dev.config.controller.scheduler,
@@ -535,7 +533,7 @@ impl Device {
         let pick = if e.queued[d] == 0 {
             None
         } else {
-            let channel = die / e.dies_per_channel;
+            let channel = self.geo.channel_of_die(die);
             let context = DieContext {
                 now_ns: now,
                 channel_free: e.channel_free_ns[channel as usize] <= now

@@ -14,6 +14,7 @@ pub mod table;
 pub mod timing;
 
 use crate::config::{Config, Derived};
+use strength_reduce::StrengthReducedU32;
 
 /// Sentinel for "no page / no block".
 pub const NONE: u32 = u32::MAX;
@@ -38,6 +39,18 @@ pub struct Geometry {
     pub stripe_order: Vec<u32>,
     /// Die of every block: one table look-up instead of three divisions on the hot path.
     block_die: Vec<u32>,
+    /// The divisors of the address arithmetic as multiply-and-shift: every GC move and host
+    /// page divides by them, and a hardware division costs tens of cycles.
+    div: Divisors,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Divisors {
+    pages_per_block: StrengthReducedU32,
+    blocks_per_plane: StrengthReducedU32,
+    planes_per_die: StrengthReducedU32,
+    dies_per_channel: StrengthReducedU32,
+    bits_per_cell: StrengthReducedU32,
 }
 
 impl Geometry {
@@ -58,8 +71,16 @@ impl Geometry {
         let block_die = (0..derived.blocks)
             .map(|block| block / g.blocks_per_plane / g.planes_per_die)
             .collect();
+        let dies_per_channel = g.chips_per_channel * g.dies_per_chip;
         Geometry {
             block_die,
+            div: Divisors {
+                pages_per_block: StrengthReducedU32::new(g.pages_per_block),
+                blocks_per_plane: StrengthReducedU32::new(g.blocks_per_plane),
+                planes_per_die: StrengthReducedU32::new(g.planes_per_die),
+                dies_per_channel: StrengthReducedU32::new(dies_per_channel),
+                bits_per_cell: StrengthReducedU32::new(derived.bits_per_cell),
+            },
             channels: g.channels,
             chips_per_channel: g.chips_per_channel,
             dies_per_chip: g.dies_per_chip,
@@ -72,18 +93,18 @@ impl Geometry {
             planes: derived.planes,
             blocks: derived.blocks,
             physical_pages: derived.physical_pages,
-            dies_per_channel: g.chips_per_channel * g.dies_per_chip,
+            dies_per_channel,
             stripe_order,
         }
     }
 
     #[inline]
     pub fn block_of(&self, ppa: u32) -> u32 {
-        ppa / self.pages_per_block
+        ppa / self.div.pages_per_block
     }
     #[inline]
     pub fn page_in_block(&self, ppa: u32) -> u32 {
-        ppa % self.pages_per_block
+        ppa % self.div.pages_per_block
     }
     #[inline]
     pub fn first_page(&self, block: u32) -> u32 {
@@ -91,7 +112,7 @@ impl Geometry {
     }
     #[inline]
     pub fn plane_of_block(&self, block: u32) -> u32 {
-        block / self.blocks_per_plane
+        block / self.div.blocks_per_plane
     }
     #[inline]
     pub fn plane_of(&self, ppa: u32) -> u32 {
@@ -99,7 +120,7 @@ impl Geometry {
     }
     #[inline]
     pub fn die_of_plane(&self, plane: u32) -> u32 {
-        plane / self.planes_per_die
+        plane / self.div.planes_per_die
     }
     #[inline]
     pub fn die_of(&self, ppa: u32) -> u32 {
@@ -111,7 +132,7 @@ impl Geometry {
     }
     #[inline]
     pub fn channel_of_die(&self, die: u32) -> u32 {
-        die / self.dies_per_channel
+        die / self.div.dies_per_channel
     }
     /// Page type (0 = LSB) of a page: pages of a wordline are consecutive in a block.
     #[inline]
@@ -120,13 +141,13 @@ impl Geometry {
         if self.bits_per_cell == 1 {
             0
         } else {
-            ppa % self.bits_per_cell
+            ppa % self.div.bits_per_cell
         }
     }
     /// Wordline index, unique over the device.
     #[inline]
     pub fn wordline(&self, ppa: u32) -> u32 {
-        ppa / self.bits_per_cell
+        ppa / self.div.bits_per_cell
     }
     /// Blocks of one plane as a global block range.
     pub fn plane_blocks(&self, plane: u32) -> std::ops::Range<usize> {
@@ -164,5 +185,31 @@ mod tests {
         assert_eq!(g.plane_of(ppa), 5);
         assert_eq!(g.die_of(ppa), 2);
         assert_eq!(g.page_type(ppa), 1);
+    }
+
+    #[test]
+    fn address_arithmetic_equals_plain_division_for_any_divisors() {
+        // Odd and power-of-two sizes: the multiply-and-shift forms must agree with `/` and `%`
+        // on every page, the last one included.
+        let cfg = Config::from_toml(
+            "[geometry]\nchannels=3\nchips_per_channel=1\ndies_per_chip=3\nplanes_per_die=3\n\
+             blocks_per_plane=37\npages_per_block=1152\nover_provisioning=0.2\n[cell]\ntype=\"tlc\"\n",
+            "t",
+            &[],
+        )
+        .unwrap();
+        let g = Geometry::new(&cfg, &cfg.derived());
+        assert_eq!(g.bits_per_cell, 3);
+        let pages = g.physical_pages as u32;
+        for ppa in (0..pages).step_by(7).chain([pages - 1]) {
+            let block = ppa / 1152;
+            assert_eq!(g.block_of(ppa), block);
+            assert_eq!(g.page_in_block(ppa), ppa % 1152);
+            assert_eq!(g.plane_of(ppa), block / 37);
+            assert_eq!(g.die_of(ppa), block / 37 / 3);
+            assert_eq!(g.channel_of_die(g.die_of(ppa)), block / 37 / 3 / 3);
+            assert_eq!(g.page_type(ppa), ppa % 3);
+            assert_eq!(g.wordline(ppa), ppa / 3);
+        }
     }
 }

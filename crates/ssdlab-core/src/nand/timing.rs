@@ -10,12 +10,15 @@
 //! program, data is transferred into a die only when it is idle; with it, the transfer may
 //! overlap the die's previous program.
 
+use strength_reduce::StrengthReducedU32;
+
 /// When each die and channel becomes free, and how long each was busy.
 #[derive(Debug, Clone)]
 pub struct Timeline {
     die_free_ns: Vec<u64>,
     channel_free_ns: Vec<u64>,
-    dies_per_channel: u32,
+    /// Multiply-and-shift division: every reservation looks up its die's channel.
+    dies_per_channel: StrengthReducedU32,
     cache_read: bool,
     cache_program: bool,
     /// Array-busy time of each die.
@@ -39,7 +42,7 @@ impl Timeline {
         Timeline {
             die_free_ns: vec![0; dies as usize],
             channel_free_ns: vec![0; channels as usize],
-            dies_per_channel: dies / channels,
+            dies_per_channel: StrengthReducedU32::new(dies / channels),
             cache_read,
             cache_program,
             busy_per_die_ns: vec![0; dies as usize],

@@ -70,9 +70,9 @@ impl Device {
     /// The operation `leader` just started on `die` needs the channel now (a program's data
     /// in) or at `ready_ns` (a read's data out, once sensed: called from its `Sensed` event).
     pub(super) fn request_channel(&mut self, die: u32, leader: u32, pages: u32, array_ns: u64) {
+        let channel = self.geo.channel_of_die(die) as usize;
         let e = self.engine();
         let now = e.now_ns;
-        let channel = (die / e.dies_per_channel) as usize;
         let t = e.txns[leader as usize];
         let transfer = Transfer {
             die,
