@@ -436,6 +436,43 @@ mod data_driven {
             .submit(&HostRequest::new(Op::Read, 0, 4096), None, Some(&mut out))
             .is_err());
     }
+
+    #[test]
+    fn a_bad_request_in_a_run_is_an_error_naming_its_number() {
+        for scheduler in ["fcfs", "priority"] {
+            let mut dev = device(
+                &[
+                    ("geometry.blocks_per_plane", "128"),
+                    ("controller.scheduler", scheduler),
+                ],
+                1,
+            );
+            let end = dev.logical_bytes();
+            let mut requests: Vec<HostRequest> = (0..5)
+                .map(|i| HostRequest::new(Op::Write, i * 4096, 4096))
+                .collect();
+            requests[2] = HostRequest::new(Op::Write, end, 4096);
+            let err = dev
+                .run_to_end(RunSpec {
+                    name: "bad".into(),
+                    source: Box::new(VecSource::new(requests)),
+                    queue_depth: 4,
+                    pacing: Loop::Closed,
+                    runtime_ns: None,
+                    ramp_ns: None,
+                })
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with("request #3: ") && err.contains("past the device's end"),
+                "{scheduler}: {err}"
+            );
+            assert!(
+                !dev.run_in_progress(),
+                "{scheduler}: the failed run is over"
+            );
+        }
+    }
 }
 
 /// `submit_at` (hosts with their own clock, such as the NBD emulator): requests issued at the

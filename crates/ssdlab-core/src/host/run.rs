@@ -237,14 +237,25 @@ impl Device {
         result.map(|_| progress)
     }
 
+    /// The next request to issue, taken from the source.
     fn next_from_source(&mut self, run: &mut RunState) -> Result<Option<HostRequest>, DeviceError> {
+        Ok(match self.fill_lookahead(run)? {
+            true => run.lookahead.pop_front(),
+            false => None,
+        })
+    }
+
+    /// Top the lookahead up from the source and prefetch for it. True when a request is at its
+    /// front, ready to issue; false when the run issues no more (an error of the source once
+    /// the requests before it are issued).
+    fn fill_lookahead(&mut self, run: &mut RunState) -> Result<bool, DeviceError> {
         if run.exhausted {
-            return Ok(None);
+            return Ok(false);
         }
         if run.stop_issuing_ns.is_some_and(|stop| self.now_ns >= stop) {
             run.exhausted = true;
             self.engine_source_done();
-            return Ok(None);
+            return Ok(false);
         }
         while !run.source_done && run.lookahead.len() < LOOKAHEAD {
             match run.source.next_request() {
@@ -262,51 +273,46 @@ impl Device {
         if let Some(req) = run.lookahead.get(DEPENDENT_STAGE) {
             self.prefetch_request(req, true);
         }
-        match run.lookahead.pop_front() {
-            Some(req) => Ok(Some(req)),
-            None => {
-                run.exhausted = true;
-                self.engine_source_done();
-                match run.source_error.take() {
-                    Some(e) => Err(DeviceError::Source(e)),
-                    None => Ok(None),
-                }
-            }
+        if !run.lookahead.is_empty() {
+            return Ok(true);
+        }
+        run.exhausted = true;
+        self.engine_source_done();
+        match run.source_error.take() {
+            Some(e) => Err(DeviceError::Source(e)),
+            None => Ok(false),
         }
     }
 
+    /// Issue `req` (the run's `seq`-th request, counted from 0) into `in_flight`.
     fn issue(
         &mut self,
-        run: &mut RunState,
+        (in_flight, job, seq): (&mut InFlightSet, &mut JobStats, &mut u64),
         req: &HostRequest,
         arrival_ns: u64,
         issue_ns: u64,
     ) -> Result<(), DeviceError> {
         let in_run = |e: DeviceError| DeviceError::InRun {
-            index: run.seq + 1,
+            index: *seq + 1,
             source: Box::new(e),
         };
         if self.engine.is_some() {
-            let slot = run
-                .in_flight
-                .insert(arrival_ns, issue_ns, req.op, req.length);
+            let slot = in_flight.insert(arrival_ns, issue_ns, req.op, req.length);
             self.engine_set_now(issue_ns);
             if let Err(e) = self.engine_submit(req, issue_ns, slot as u32) {
                 return Err(in_run(e));
             }
         } else {
             let completion = self.execute(req, issue_ns, None, None).map_err(in_run)?;
-            let slot = run
-                .in_flight
-                .insert(arrival_ns, issue_ns, req.op, req.length);
-            let f = &mut run.in_flight.slots[slot as usize];
+            let slot = in_flight.insert(arrival_ns, issue_ns, req.op, req.length);
+            let f = &mut in_flight.slots[slot as usize];
             f.complete_ns = completion.complete_ns;
             f.queue_ns = completion.queue_ns;
             f.failed = completion.uncorrectable;
-            run.in_flight.push(run.seq, slot);
+            in_flight.push(*seq, slot);
         }
-        run.job.first_issue_ns.get_or_insert(issue_ns);
-        run.seq += 1;
+        job.first_issue_ns.get_or_insert(issue_ns);
+        *seq += 1;
         Ok(())
     }
 
@@ -412,14 +418,21 @@ impl Device {
         while run.completed < target {
             match run.pacing {
                 Loop::Closed => {
-                    while run.in_flight.len() < run.queue_depth {
-                        match self.next_from_source(run)? {
-                            Some(req) => {
-                                let now = self.now_ns;
-                                self.issue(run, &req, now, now)?;
-                            }
-                            None => break,
-                        }
+                    while run.in_flight.len() < run.queue_depth && self.fill_lookahead(run)? {
+                        // Issued where it waits in the lookahead: a request is 72 bytes, and
+                        // copying it out costs more than the borrow.
+                        let now = self.now_ns;
+                        let RunState {
+                            lookahead,
+                            in_flight,
+                            job,
+                            seq,
+                            ..
+                        } = &mut *run;
+                        let req = lookahead.front().expect("a request in the lookahead");
+                        let issued = self.issue((in_flight, job, seq), req, now, now);
+                        lookahead.pop_front();
+                        issued?;
                     }
                     if !self.retire(run)? {
                         return Ok(());
@@ -454,7 +467,8 @@ impl Device {
                     run.pending = None;
                     let issue = arrival.max(self.now_ns);
                     self.now_ns = issue;
-                    self.issue(run, &req, arrival, issue)?;
+                    let target = (&mut run.in_flight, &mut run.job, &mut run.seq);
+                    self.issue(target, &req, arrival, issue)?;
                 }
             }
         }
