@@ -105,10 +105,10 @@ struct Batch {
     erase: u32,
 }
 
+/// What the engine tracks of a request in flight: 32 bytes, touched by every transaction of
+/// it (its log row, when the log is kept, lives apart in `Engine::log_rows`).
 #[derive(Debug, Clone, Copy, Default)]
 struct RequestState {
-    /// Its per-request log row (duration filled at completion), when the log is kept.
-    log_row: Option<crate::stats::RequestLogRow>,
     /// Transactions and transfers still to finish.
     pending: u32,
     complete_ns: u64,
@@ -218,7 +218,6 @@ impl EventQueue {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct EngineCompletion {
     pub slot: u32,
-    pub log_row: Option<crate::stats::RequestLogRow>,
     pub complete_ns: u64,
     pub queue_ns: u64,
     pub uncorrectable: bool,
@@ -252,6 +251,9 @@ pub(crate) struct Engine {
     planes_per_die: u32,
     sched: Box<dyn Scheduler>,
     requests: Vec<RequestState>,
+    /// Per run slot: the request's log row (duration filled at completion), when the log is
+    /// kept.
+    log_rows: Vec<Option<crate::stats::RequestLogRow>>,
     /// Finished requests by (completion time, order finished), packed as
     /// `complete << 64 | seq << 16 | slot` (run slots fit 16 bits): the heap moves 16 bytes
     /// per entry.
@@ -320,6 +322,7 @@ impl Engine {
                 dev.config.controller.aging_ns,
             ),
             requests: Vec::new(),
+            log_rows: Vec::new(),
             done: BinaryHeap::new(),
             done_seq: 0,
             buffer_used: 0,
@@ -1312,7 +1315,11 @@ impl Device {
                 &self.work,
             );
             row.duration_ns = issue_ns;
-            self.engine().request(slot).log_row = Some(row);
+            let rows = &mut self.engine().log_rows;
+            if rows.len() <= slot as usize {
+                rows.resize(slot as usize + 1, None);
+            }
+            rows[slot as usize] = Some(row);
         }
         self.work = Default::default();
         self.engine().part_done(slot, start);
@@ -1619,13 +1626,9 @@ impl Device {
                     let e = self.engine();
                     let Reverse(key) = e.done.pop().expect("a completion");
                     let (complete_ns, slot) = ((key >> 64) as u64, (key & 0xFFFF) as u32);
-                    let r = e.requests[slot as usize];
+                    let r = &e.requests[slot as usize];
                     return Ok(Some(EngineCompletion {
                         slot,
-                        log_row: r.log_row.map(|mut row| {
-                            row.set_duration(complete_ns - row.duration_ns, r.queue_ns);
-                            row
-                        }),
                         complete_ns,
                         queue_ns: r.queue_ns,
                         uncorrectable: r.uncorrectable,
@@ -1640,6 +1643,18 @@ impl Device {
                 (_, None) => return Ok(None),
             }
         }
+    }
+
+    /// The log row of the request completed in `c` (when the log is kept), its duration and
+    /// time split filled in.
+    pub(crate) fn engine_take_log_row(
+        &mut self,
+        c: &EngineCompletion,
+    ) -> Option<crate::stats::RequestLogRow> {
+        let e = self.engine.as_mut()?;
+        let mut row = e.log_rows.get_mut(c.slot as usize)?.take()?;
+        row.set_duration(c.complete_ns - row.duration_ns, c.queue_ns);
+        Some(row)
     }
 
     /// The run has issued its last request.

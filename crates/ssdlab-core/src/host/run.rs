@@ -351,7 +351,11 @@ impl Device {
         f.complete_ns = c.complete_ns;
         f.queue_ns = c.queue_ns;
         f.failed = c.uncorrectable;
-        if let (Some(log), Some(row)) = (&mut self.request_log, c.log_row) {
+        let row = match self.request_log {
+            Some(_) => self.engine_take_log_row(&c),
+            None => None,
+        };
+        if let (Some(log), Some(row)) = (&mut self.request_log, row) {
             // Completions leave out of order; the log keeps request order, holding at most
             // the rows of requests still in flight.
             run.log_reorder.insert(row.request, row);
