@@ -452,15 +452,7 @@ mod data_driven {
                 .map(|i| HostRequest::new(Op::Write, i * 4096, 4096))
                 .collect();
             requests[2] = HostRequest::new(Op::Write, end, 4096);
-            let err = dev
-                .run_to_end(RunSpec {
-                    name: "bad".into(),
-                    source: Box::new(VecSource::new(requests)),
-                    queue_depth: 4,
-                    pacing: Loop::Closed,
-                    runtime_ns: None,
-                    ramp_ns: None,
-                })
+            let err = common::try_closed_run(&mut dev, requests, 4)
                 .unwrap_err()
                 .to_string();
             assert!(

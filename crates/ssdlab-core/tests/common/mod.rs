@@ -57,6 +57,15 @@ pub fn preset_device(
 
 /// Run `requests` to the end, closed loop at queue depth `qd`; the job object.
 pub fn closed_run(dev: &mut Device, requests: Vec<HostRequest>, qd: u32) -> serde_json::Value {
+    try_closed_run(dev, requests, qd).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `closed_run`, its error returned.
+pub fn try_closed_run(
+    dev: &mut Device,
+    requests: Vec<HostRequest>,
+    qd: u32,
+) -> Result<serde_json::Value, ssdlab_core::DeviceError> {
     dev.run_to_end(RunSpec {
         name: "job".into(),
         source: Box::new(VecSource::new(requests)),
@@ -65,5 +74,4 @@ pub fn closed_run(dev: &mut Device, requests: Vec<HostRequest>, qd: u32) -> serd
         runtime_ns: None,
         ramp_ns: None,
     })
-    .unwrap_or_else(|e| panic!("{e}"))
 }
