@@ -138,11 +138,8 @@ impl Geometry {
     #[inline]
     pub fn page_type(&self, ppa: u32) -> u32 {
         // Blocks hold whole wordlines, so ppa % bits equals (ppa % pages_per_block) % bits.
-        if self.bits_per_cell == 1 {
-            0
-        } else {
-            ppa % self.div.bits_per_cell
-        }
+        // (One bit per cell is a power of two: a mask of 0, no division.)
+        ppa % self.div.bits_per_cell
     }
     /// Wordline index, unique over the device.
     #[inline]
@@ -189,27 +186,32 @@ mod tests {
 
     #[test]
     fn address_arithmetic_equals_plain_division_for_any_divisors() {
-        // Odd and power-of-two sizes: the multiply-and-shift forms must agree with `/` and `%`
-        // on every page, the last one included.
-        let cfg = Config::from_toml(
-            "[geometry]\nchannels=3\nchips_per_channel=1\ndies_per_chip=3\nplanes_per_die=3\n\
-             blocks_per_plane=37\npages_per_block=1152\nover_provisioning=0.2\n[cell]\ntype=\"tlc\"\n",
-            "t",
-            &[],
-        )
-        .unwrap();
-        let g = Geometry::new(&cfg, &cfg.derived());
-        assert_eq!(g.bits_per_cell, 3);
-        let pages = g.physical_pages as u32;
-        for ppa in (0..pages).step_by(7).chain([pages - 1]) {
-            let block = ppa / 1152;
-            assert_eq!(g.block_of(ppa), block);
-            assert_eq!(g.page_in_block(ppa), ppa % 1152);
-            assert_eq!(g.plane_of(ppa), block / 37);
-            assert_eq!(g.die_of(ppa), block / 37 / 3);
-            assert_eq!(g.channel_of_die(g.die_of(ppa)), block / 37 / 3 / 3);
-            assert_eq!(g.page_type(ppa), ppa % 3);
-            assert_eq!(g.wordline(ppa), ppa / 3);
+        // Odd and power-of-two sizes, one and three bits per cell: the multiply-and-shift
+        // forms must agree with `/` and `%` on every page, the last one included.
+        for (cell, bits) in [("slc", 1), ("tlc", 3)] {
+            let cfg = Config::from_toml(
+                &format!(
+                    "[geometry]\nchannels=3\nchips_per_channel=1\ndies_per_chip=3\n\
+                     planes_per_die=3\nblocks_per_plane=37\npages_per_block=1152\n\
+                     over_provisioning=0.2\n[cell]\ntype=\"{cell}\"\n"
+                ),
+                "t",
+                &[],
+            )
+            .unwrap();
+            let g = Geometry::new(&cfg, &cfg.derived());
+            assert_eq!(g.bits_per_cell, bits, "{cell}");
+            let pages = g.physical_pages as u32;
+            for ppa in (0..pages).step_by(7).chain([pages - 1]) {
+                let block = ppa / 1152;
+                assert_eq!(g.block_of(ppa), block);
+                assert_eq!(g.page_in_block(ppa), ppa % 1152);
+                assert_eq!(g.plane_of(ppa), block / 37);
+                assert_eq!(g.die_of(ppa), block / 37 / 3);
+                assert_eq!(g.channel_of_die(g.die_of(ppa)), block / 37 / 3 / 3);
+                assert_eq!(g.page_type(ppa), ppa % bits, "{cell}");
+                assert_eq!(g.wordline(ppa), ppa / bits, "{cell}");
+            }
         }
     }
 }
