@@ -124,6 +124,15 @@ impl InFlightSet {
         slot as u16
     }
 
+    /// Record how the request in `slot` completed: when, its longest die-queue wait, and
+    /// whether it failed.
+    fn set_outcome(&mut self, slot: u16, complete_ns: u64, queue_ns: u64, failed: bool) {
+        let f = &mut self.slots[slot as usize];
+        f.complete_ns = complete_ns;
+        f.queue_ns = queue_ns;
+        f.failed = failed;
+    }
+
     /// The request in `slot` is done: its slot is free for the next insert, and its record
     /// stays readable until then.
     fn take(&mut self, slot: u16) -> u16 {
@@ -305,10 +314,8 @@ impl Device {
         } else {
             let completion = self.execute(req, issue_ns, None, None).map_err(in_run)?;
             let slot = in_flight.insert(arrival_ns, issue_ns, req.op, req.length);
-            let f = &mut in_flight.slots[slot as usize];
-            f.complete_ns = completion.complete_ns;
-            f.queue_ns = completion.queue_ns;
-            f.failed = completion.uncorrectable;
+            let c = completion;
+            in_flight.set_outcome(slot, c.complete_ns, c.queue_ns, c.uncorrectable);
             in_flight.push(*seq, slot);
         }
         job.first_issue_ns.get_or_insert(issue_ns);
@@ -347,10 +354,8 @@ impl Device {
             return Ok(None);
         };
         let slot = run.in_flight.take(c.slot as u16);
-        let f = &mut run.in_flight.slots[slot as usize];
-        f.complete_ns = c.complete_ns;
-        f.queue_ns = c.queue_ns;
-        f.failed = c.uncorrectable;
+        run.in_flight
+            .set_outcome(slot, c.complete_ns, c.queue_ns, c.uncorrectable);
         let row = match self.request_log {
             Some(_) => self.engine_take_log_row(&c),
             None => None,
