@@ -987,15 +987,18 @@ impl Device {
                     // This move and the copyback moves after it between the same two blocks
                     // (the same die): a run of one step, summed in one tight loop.
                     let (read_ns, program_ns) = (&self.derived.read_ns, &self.derived.program_ns);
-                    let mut busy = read_ns[self.geo.page_type(src) as usize]
-                        + program_ns[self.geo.page_type(dst) as usize];
+                    let geo = &self.geo;
+                    let cost = |src: u32, dst: u32| {
+                        read_ns[geo.page_type(src) as usize]
+                            + program_ns[geo.page_type(dst) as usize]
+                    };
+                    let mut busy = cost(src, dst);
                     let first = i - 1;
                     while let Some(&FlashOp::Move { src, dst }) = ops.get(i) {
                         if !src_block.0.contains(&src) || !dst_block.0.contains(&dst) {
                             break;
                         }
-                        busy += read_ns[self.geo.page_type(src) as usize]
-                            + program_ns[self.geo.page_type(dst) as usize];
+                        busy += cost(src, dst);
                         i += 1;
                     }
                     let moves = (i - first) as u32;
