@@ -295,16 +295,6 @@ impl PageMapFtl {
         self.geo.first_page(block) << self.unit_shift
     }
 
-    /// The valid units of page `page` of the block whose first unit is `first`, as (physical
-    /// unit, logical unit): what GC moves from that page.
-    fn valid_units_of_page(&self, first: u32, page: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
-        let page_first = first + page * self.units_per_page();
-        (page_first..page_first + self.units_per_page()).filter_map(|src| {
-            let lun = self.p2l[src as usize];
-            (lun != NONE).then_some((src, lun))
-        })
-    }
-
     /// Does the next unit of the (plane, handle, kind) frontier start a new page?
     #[inline]
     fn at_page_start(&self, plane: u32, handle: u32, kind: usize) -> bool {
@@ -625,16 +615,27 @@ impl PageMapFtl {
             let run = &units[i..units.len().min(i + 1 + room)];
             let n = run.len() as u32;
             self.write_ptr[db] += n - 1;
+            // The maps and the run's OOB entries as local slices: no reloads of the tables
+            // through `self` after each store.
+            let (l2p, p2l) = (&mut self.l2p[..], &mut self.p2l[..]);
+            let end = first as usize + run.len();
+            let oob_unit = &mut self.oob_unit[first as usize..end];
+            let oob_seq = &mut self.oob_seq[first as usize..end];
+            let ahead = units.get(i + GC_PREFETCH_AHEAD..).unwrap_or(&[]);
+            let mut seq = self.oob_next_seq;
             for (k, &(src, lun)) in run.iter().enumerate() {
-                if let Some(&(_, next)) = units.get(i + k + GC_PREFETCH_AHEAD) {
-                    prefetch(&self.l2p, next as usize);
+                if let Some(&(_, next)) = ahead.get(k) {
+                    prefetch(l2p, next as usize);
                 }
                 let dst = first + k as u32;
-                self.p2l[src as usize] = NONE;
-                self.l2p[lun as usize] = dst;
-                self.p2l[dst as usize] = lun;
-                self.write_oob(dst, lun);
+                p2l[src as usize] = NONE;
+                l2p[lun as usize] = dst;
+                p2l[dst as usize] = lun;
+                oob_unit[k] = lun + 1;
+                oob_seq[k] = seq;
+                seq = seq.wrapping_add(1);
             }
+            self.oob_next_seq = seq;
             debug_assert!(self.valid_units[v] >= n);
             self.valid_units[v] -= n;
             self.valid_units[db] += n;
@@ -712,17 +713,24 @@ impl PageMapFtl {
         let mut units = std::mem::take(&mut self.victim_units);
         units.clear();
         let wanted = self.valid_units[v].min(max_pages.saturating_mul(per_page)) as usize;
-        units.reserve(wanted + per_page as usize);
-        // Unit by unit until enough are found, then to the end of that page.
+        // Unit by unit until enough are found, then to the end of that page: written in place
+        // into room for all of them (no capacity check per unit).
         let end = first + self.units_per_block;
-        let mut src = first + job.next_offset * per_page;
-        while (units.len() < wanted || src & (per_page - 1) != 0) && src < end {
-            let lun = self.p2l[src as usize];
-            if lun != NONE {
-                units.push((src, lun));
+        let start = first + job.next_offset * per_page;
+        units.resize(wanted + per_page as usize, (0, 0));
+        let mut found = 0;
+        let mut src = start;
+        for (&lun, unit) in self.p2l[start as usize..end as usize].iter().zip(start..) {
+            if found >= wanted && unit & (per_page - 1) == 0 {
+                break;
             }
-            src += 1;
+            if lun != NONE {
+                units[found] = (unit, lun);
+                found += 1;
+            }
+            src = unit + 1;
         }
+        units.truncate(found);
         let offset = (src - first) >> self.unit_shift;
         let chunks = if self.unit_group.is_empty() {
             Vec::new()
@@ -805,14 +813,13 @@ impl PageMapFtl {
             // The next step of this victim starts with its next units' L2P entries: prefetch
             // them now, so that they arrive while other work runs instead of stalling that
             // step's first units (a hint only: nothing simulated changes).
-            let mut ahead = 0;
-            let mut page = offset;
-            while ahead < GC_PREFETCH_AHEAD && page < self.geo.pages_per_block {
-                for (_, lun) in self.valid_units_of_page(first, page) {
-                    prefetch(&self.l2p, lun as usize);
-                    ahead += 1;
-                }
-                page += 1;
+            let rest = &self.p2l[(first + (offset << self.unit_shift)) as usize..end as usize];
+            for &lun in rest
+                .iter()
+                .filter(|&&lun| lun != NONE)
+                .take(GC_PREFETCH_AHEAD)
+            {
+                prefetch(&self.l2p, lun as usize);
             }
             return Ok(true);
         }
