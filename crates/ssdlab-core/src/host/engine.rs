@@ -249,6 +249,10 @@ pub(crate) struct Engine {
     channels: Vec<channel::ChannelQueue>,
     channel_seq: u64,
     planes_per_die: u32,
+    /// tR and tPROG of a page by its offset in its block (blocks hold whole wordlines, so the
+    /// offset gives the page type): a copyback run's array time without a division per page.
+    read_ns_at: Vec<u64>,
+    program_ns_at: Vec<u64>,
     sched: Box<dyn Scheduler>,
     requests: Vec<RequestState>,
     /// Per run slot: the request's log row (duration filled at completion), when the log is
@@ -317,6 +321,12 @@ impl Engine {
             channels: (0..g.channels).map(|_| Default::default()).collect(),
             channel_seq: 0,
             planes_per_die: g.planes_per_die,
+            read_ns_at: (0..g.pages_per_block)
+                .map(|page| dev.derived.read_ns[dev.geo.page_type(page) as usize])
+                .collect(),
+            program_ns_at: (0..g.pages_per_block)
+                .map(|page| dev.derived.program_ns[dev.geo.page_type(page) as usize])
+                .collect(),
             sched: scheduler(
                 dev.config.controller.scheduler,
                 dev.config.controller.aging_ns,
@@ -985,22 +995,24 @@ impl Device {
             match *op {
                 FlashOp::Move { src, dst } if copyback_die != NONE => {
                     // This move and the copyback moves after it between the same two blocks
-                    // (the same die): a run of one step, summed in one tight loop.
-                    let (read_ns, program_ns) = (&self.derived.read_ns, &self.derived.program_ns);
-                    let geo = &self.geo;
-                    let cost = |src: u32, dst: u32| {
-                        read_ns[geo.page_type(src) as usize]
-                            + program_ns[geo.page_type(dst) as usize]
-                    };
-                    let mut busy = cost(src, dst);
+                    // (the same die): a run of one step, summed in one tight loop. A page's
+                    // array times by its offset in the block: an offset past the block's end
+                    // (no entry) is a page of another block, and ends the run.
+                    let e = self.engine.as_ref().expect("engine");
+                    let (reads, programs) = (&e.read_ns_at[..], &e.program_ns_at[..]);
+                    let (src_first, dst_first) = (src_block.0.start, dst_block.0.start);
                     let first = i - 1;
-                    while let Some(&FlashOp::Move { src, dst }) = ops.get(i) {
-                        if !src_block.0.contains(&src) || !dst_block.0.contains(&dst) {
+                    let mut busy = 0;
+                    while let Some(&FlashOp::Move { src, dst }) = ops.get(i - 1) {
+                        let read = reads.get(src.wrapping_sub(src_first) as usize);
+                        let program = programs.get(dst.wrapping_sub(dst_first) as usize);
+                        let (Some(read), Some(program)) = (read, program) else {
                             break;
-                        }
-                        busy += cost(src, dst);
+                        };
+                        busy += read + program;
                         i += 1;
                     }
+                    i -= 1;
                     let moves = (i - first) as u32;
                     if self.stores_data() {
                         for op in &ops[first..i] {
