@@ -184,7 +184,16 @@ impl EventQueue {
     }
 
     fn pop(&mut self) -> Option<(u64, Event)> {
+        self.pop_until(u64::MAX)
+    }
+
+    /// The earliest pending event, taken from the queue, if it is at or before `last_ns`.
+    #[inline]
+    fn pop_until(&mut self, last_ns: u64) -> Option<(u64, Event)> {
         let (key, in_heap) = self.first()?;
+        if (key >> 64) as u64 > last_ns {
+            return None;
+        }
         if in_heap {
             self.heap.pop();
         } else {
@@ -1630,33 +1639,35 @@ impl Device {
         limit: Option<u64>,
     ) -> Result<Option<EngineCompletion>, DeviceError> {
         loop {
-            let e = self.engine.as_ref().expect("engine");
-            let next_event = e.events.peek().map(|(t, _)| t);
+            let e = self.engine.as_mut().expect("engine");
             let next_done = e.done.peek().map(|Reverse(key)| (key >> 64) as u64);
-            match (next_done, next_event) {
-                (Some(done), ev) if ev.is_none_or(|ev| done <= ev) => {
-                    if limit.is_some_and(|l| done > l) {
-                        return Ok(None);
-                    }
-                    let e = self.engine();
-                    let Reverse(key) = e.done.pop().expect("a completion");
-                    let (complete_ns, slot) = ((key >> 64) as u64, (key & 0xFFFF) as u32);
-                    let r = &e.requests[slot as usize];
-                    return Ok(Some(EngineCompletion {
-                        slot,
-                        complete_ns,
-                        queue_ns: r.queue_ns,
-                        uncorrectable: r.uncorrectable,
-                    }));
-                }
-                (_, Some(ev)) => {
-                    if limit.is_some_and(|l| ev > l) {
-                        return Ok(None);
-                    }
-                    self.process_event()?;
-                }
-                (_, None) => return Ok(None),
+            // The last time an event may have to run first: before the next completion (a
+            // completion wins a tie) and not after `limit`.
+            let last = match next_done {
+                Some(done) => done.checked_sub(1),
+                None => Some(u64::MAX),
+            };
+            let last = match (last, limit) {
+                (Some(last), Some(limit)) => Some(last.min(limit)),
+                (last, _) => last,
+            };
+            if let Some((time, event)) = last.and_then(|last| e.events.pop_until(last)) {
+                self.handle_event(time, event)?;
+                continue;
             }
+            let Some(done) = next_done.filter(|&done| limit.is_none_or(|l| done <= l)) else {
+                return Ok(None);
+            };
+            let e = self.engine();
+            let Reverse(key) = e.done.pop().expect("a completion");
+            let slot = (key & 0xFFFF) as u32;
+            let r = &e.requests[slot as usize];
+            return Ok(Some(EngineCompletion {
+                slot,
+                complete_ns: done,
+                queue_ns: r.queue_ns,
+                uncorrectable: r.uncorrectable,
+            }));
         }
     }
 
@@ -1687,10 +1698,15 @@ impl Device {
     }
 
     fn process_event(&mut self) -> Result<(), DeviceError> {
+        match self.engine().events.pop() {
+            Some((time, event)) => self.handle_event(time, event),
+            None => Ok(()),
+        }
+    }
+
+    /// Run `event`, taken from the queue, at `time`.
+    fn handle_event(&mut self, time: u64, event: Event) -> Result<(), DeviceError> {
         let e = self.engine();
-        let Some((time, event)) = e.events.pop() else {
-            return Ok(());
-        };
         e.now_ns = e.now_ns.max(time);
         match event {
             Event::DieFree { die, generation } => self.die_free(die, generation),
