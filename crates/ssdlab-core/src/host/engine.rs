@@ -1011,17 +1011,19 @@ impl Device {
                     let (reads, programs) = (&e.read_ns_at[..], &e.program_ns_at[..]);
                     let (src_first, dst_first) = (src_block.0.start, dst_block.0.start);
                     let first = i - 1;
-                    let mut busy = 0;
-                    while let Some(&FlashOp::Move { src, dst }) = ops.get(i - 1) {
+                    let (mut end, mut busy) = (first, 0);
+                    while let Some(&FlashOp::Move { src, dst }) = ops.get(end) {
                         let read = reads.get(src.wrapping_sub(src_first) as usize);
                         let program = programs.get(dst.wrapping_sub(dst_first) as usize);
                         let (Some(read), Some(program)) = (read, program) else {
                             break;
                         };
                         busy += read + program;
-                        i += 1;
+                        end += 1;
                     }
-                    i -= 1;
+                    // `die_in_block` put this move's pages in the two blocks: it is in the run.
+                    debug_assert!(end > first, "a copyback run holds its first move");
+                    i = end;
                     let moves = (i - first) as u32;
                     if self.stores_data() {
                         for op in &ops[first..i] {
