@@ -970,8 +970,7 @@ impl Device {
             let bytes = req.length - immediate_bytes;
             self.groups.push((done, bytes));
         } else if !txns.is_empty() {
-            let per_page_bytes = (req.length - immediate_bytes).div_ceil(txns.len() as u64);
-            uncorrectable |= self.read_grouped(&mut txns, start, per_page_bytes);
+            uncorrectable |= self.read_grouped(&mut txns, start, req.length - immediate_bytes);
         }
         self.txns = txns;
         // The host link carries each group's bytes as its data becomes ready.
@@ -988,14 +987,27 @@ impl Device {
     /// Multi-page read: melded whole-wordline reads where a request wants a whole wordline and
     /// melding is on, multi-plane reads for pages at one page offset on different planes of one
     /// die, single reads otherwise.
-    fn read_grouped(&mut self, txns: &mut [PageTxn], start: u64, per_page_bytes: u64) -> bool {
+    fn read_grouped(&mut self, txns: &mut Vec<PageTxn>, start: u64, bytes: u64) -> bool {
         let xfer = self.derived.page_transfer_ns;
         let bits = self.geo.bits_per_cell as usize;
         let mut uncorrectable = false;
         let mut rest = std::mem::take(&mut self.scratch_txns);
         rest.clear();
-        if self.config.host.melded_reads != MeldedReads::Off && bits > 1 {
+        let melding = self.config.host.melded_reads != MeldedReads::Off && bits > 1;
+        if melding {
+            // In page order, each page once (after the latest mapping it waits for): units of
+            // one page need not be adjacent in the request, and a wordline has `bits` pages.
             txns.sort_unstable_by_key(|t| t.ppa);
+            txns.dedup_by(|page, kept| {
+                let same = page.ppa == kept.ppa;
+                if same {
+                    kept.ready_ns = kept.ready_ns.max(page.ready_ns);
+                }
+                same
+            });
+        }
+        let per_page_bytes = bytes.div_ceil(txns.len() as u64);
+        if melding {
             let mut i = 0;
             while i < txns.len() {
                 let (n, meld) = self.wordline_run(txns, i, |t| t.ppa);
