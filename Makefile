@@ -56,9 +56,11 @@ demo: build ## build, then run the demo: hinted vs unhinted placement on a small
 test-deps: ## install build deps (libssl-dev) and the NBD clients the tests drive (as root)
 	bash scripts/install-test-deps.sh
 
-# test-deps first: building needs OpenSSL's headers, which it installs on a fresh machine.
+# test-deps first: building needs OpenSSL's headers, which it installs on a fresh machine. The
+# Rust tests build with the `checked` profile: release speed, but an overflow or a broken
+# debug assertion fails the test instead of wrapping silently.
 test: test-deps build ## build, then run every Rust and Python test
-	$(CARGO_ENV) cargo test --workspace --release
+	$(CARGO_ENV) cargo test --workspace --profile checked
 	@$(BIN)/pytest || { status=$$?; \
 		if [ $$status -eq 5 ]; then echo "error: pytest collected no tests" >&2; fi; \
 		exit $$status; }
