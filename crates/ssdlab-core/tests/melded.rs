@@ -324,42 +324,47 @@ fn gc_keeps_read_groups_on_whole_wordlines() {
 fn a_page_whose_units_lie_apart_in_a_read_is_sensed_and_decoded_once() {
     // 16 KiB pages of four 4 KiB units. Units 0, 2, 4, 6 are written first and pack into one
     // page, 1, 3, 5, 7 into the next: a read of units 0..8 wants each of the two pages four
-    // times, never twice in a row. Each page is read once, melded, on both paths; counted once
-    // per unit, a wordline of three pages read for four units underflowed the decode count.
+    // times, never twice in a row. Each page is read once, on both paths, melded or not.
+    // (Counted once per unit, a melded wordline of three pages read for four units underflowed
+    // the decode count; unmelded, each page was sensed four times.)
     for scheduler in ["priority", "fcfs"] {
-        let mut dev = device(&[
-            ("geometry.page_size_bytes", "16384"),
-            ("ftl.mapping_unit_bytes", "4096"),
-            ("host.melded_reads", "on"),
-            ("controller.scheduler", scheduler),
-        ]);
-        let unit = 4096;
-        let order = [0, 2, 4, 6, 1, 3, 5, 7];
-        let writes = order
-            .iter()
-            .map(|&u| HostRequest::new(Op::Write, u * unit, unit))
-            .collect();
-        run(&mut dev, writes, 1);
-        let pages: Vec<u32> = (0..8).map(|u| dev.ftl().mapped(u).unwrap() / 4).collect();
-        assert_eq!(
-            pages.iter().filter(|&&p| p == pages[0]).count(),
-            4,
-            "{pages:?}"
-        );
-        assert_eq!(
-            pages.iter().filter(|&&p| p == pages[1]).count(),
-            4,
-            "{pages:?}"
-        );
-        let before = dev.flash_counters();
-        run(&mut dev, vec![HostRequest::new(Op::Read, 0, 8 * unit)], 1);
-        let after = dev.flash_counters();
-        let per_page = dev.derived().codewords_per_page as u64;
-        assert_eq!(after.melded_reads - before.melded_reads, 2, "{scheduler}");
-        assert_eq!(
-            after.codewords_decoded - before.codewords_decoded,
-            2 * per_page,
-            "{scheduler}: each wanted page decoded once"
-        );
+        for melded in ["on", "off"] {
+            let mut dev = device(&[
+                ("geometry.page_size_bytes", "16384"),
+                ("ftl.mapping_unit_bytes", "4096"),
+                ("host.melded_reads", melded),
+                ("controller.scheduler", scheduler),
+            ]);
+            let unit = 4096;
+            let order = [0, 2, 4, 6, 1, 3, 5, 7];
+            let writes = order
+                .iter()
+                .map(|&u| HostRequest::new(Op::Write, u * unit, unit))
+                .collect();
+            run(&mut dev, writes, 1);
+            let pages: Vec<u32> = (0..8).map(|u| dev.ftl().mapped(u).unwrap() / 4).collect();
+            let apart = [pages[0], pages[1]].map(|p| pages.iter().filter(|&&q| q == p).count());
+            assert_eq!(apart, [4, 4], "{pages:?}");
+            let before = dev.flash_counters();
+            let job = run(&mut dev, vec![HostRequest::new(Op::Read, 0, 8 * unit)], 1);
+            assert_eq!(job["read"]["io_bytes"], 8 * unit);
+            let after = dev.flash_counters();
+            let ctx = format!("{scheduler}, melded reads {melded}");
+            let per_page = dev.derived().codewords_per_page as u64;
+            let melded_reads = after.melded_reads - before.melded_reads;
+            assert_eq!(melded_reads, if melded == "on" { 2 } else { 0 }, "{ctx}");
+            if melded == "off" {
+                assert_eq!(
+                    after.array_reads - before.array_reads,
+                    2,
+                    "{ctx}: pages sensed"
+                );
+            }
+            assert_eq!(
+                after.codewords_decoded - before.codewords_decoded,
+                2 * per_page,
+                "{ctx}: each wanted page decoded once"
+            );
+        }
     }
 }

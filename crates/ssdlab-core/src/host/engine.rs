@@ -1402,17 +1402,12 @@ impl Device {
             e.request(slot).complete_ns = e.request(slot).complete_ns.max(end);
         }
         let melding = self.config.host.melded_reads != MeldedReads::Off && bits > 1;
+        if self.unit_shift > 0 {
+            // Each page once, with the bytes wanted from all its units.
+            self.merge_repeated_pages(&mut mapped, |&(ppa, _)| ppa, |kept, unit| kept.1 += unit.1);
+        }
         if melding && mapped.len() > 1 {
-            // In page order, each page once: units of one page need not be adjacent in the
-            // request (units packed out of order), and a wordline has only `bits` pages.
             mapped.sort_unstable_by_key(|&(ppa, _)| ppa);
-            mapped.dedup_by(|page, kept| {
-                let same = page.0 == kept.0;
-                if same {
-                    kept.1 += page.1;
-                }
-                same
-            });
         }
         let mut i = 0;
         while i < mapped.len() {

@@ -211,6 +211,8 @@ pub struct Device {
     txns: Vec<PageTxn>,
     /// Pages of a multi-page read left after melding (reused scratch).
     scratch_txns: Vec<PageTxn>,
+    /// Scratch list of a read's pages, sorted to find a page listed twice.
+    scratch_ppas: Vec<u32>,
     groups: Vec<(u64, u64)>,
     bg_cursor: u32,
     /// Host-link time of one full page (the common case, without a division).
@@ -299,6 +301,7 @@ impl Device {
             ops: Vec::with_capacity(1024),
             txns: Vec::with_capacity(64),
             scratch_txns: Vec::with_capacity(64),
+            scratch_ppas: Vec::new(),
             groups: Vec::with_capacity(64),
             bg_cursor: 0,
             page_link_ns,
@@ -963,6 +966,14 @@ impl Device {
         }
         // Bytes the host asked for from each page, in transaction order (for partial pages).
         let mut txns = std::mem::take(&mut self.txns);
+        if self.unit_shift > 0 {
+            // Each page once, after the latest mapping it waits for.
+            self.merge_repeated_pages(
+                &mut txns,
+                |t| t.ppa,
+                |kept, t| kept.ready_ns = kept.ready_ns.max(t.ready_ns),
+            );
+        }
         if txns.len() == 1 {
             let t = txns[0];
             let (done, bad) = self.host_read_page(t.ppa, t.ready_ns);
@@ -984,30 +995,57 @@ impl Device {
         Ok((complete, uncorrectable))
     }
 
+    /// Merge the entries of `items` that name one page (by `page`) into the first of them, in
+    /// place and in order. A read lists a page once per run of its units, and units of one page
+    /// need not be adjacent in a request (units written out of order pack into one page); the
+    /// page is sensed once. Sorting a copy of the pages finds the rare repeat; only then are
+    /// the entries merged, in quadratic time.
+    pub(super) fn merge_repeated_pages<T>(
+        &mut self,
+        items: &mut Vec<T>,
+        page: impl Fn(&T) -> u32,
+        mut merge: impl FnMut(&mut T, &T),
+    ) {
+        if items.len() < 2 {
+            return;
+        }
+        let pages = &mut self.scratch_ppas;
+        pages.clear();
+        pages.extend(items.iter().map(&page));
+        pages.sort_unstable();
+        if !pages.windows(2).any(|w| w[0] == w[1]) {
+            return;
+        }
+        let mut kept = 0;
+        for i in 0..items.len() {
+            let p = page(&items[i]);
+            match (0..kept).find(|&j| page(&items[j]) == p) {
+                Some(j) => {
+                    let (head, tail) = items.split_at_mut(i);
+                    merge(&mut head[j], &tail[0]);
+                }
+                None => {
+                    items.swap(kept, i);
+                    kept += 1;
+                }
+            }
+        }
+        items.truncate(kept);
+    }
+
     /// Multi-page read: melded whole-wordline reads where a request wants a whole wordline and
     /// melding is on, multi-plane reads for pages at one page offset on different planes of one
     /// die, single reads otherwise.
-    fn read_grouped(&mut self, txns: &mut Vec<PageTxn>, start: u64, bytes: u64) -> bool {
+    fn read_grouped(&mut self, txns: &mut [PageTxn], start: u64, bytes: u64) -> bool {
         let xfer = self.derived.page_transfer_ns;
         let bits = self.geo.bits_per_cell as usize;
         let mut uncorrectable = false;
         let mut rest = std::mem::take(&mut self.scratch_txns);
         rest.clear();
         let melding = self.config.host.melded_reads != MeldedReads::Off && bits > 1;
-        if melding {
-            // In page order, each page once (after the latest mapping it waits for): units of
-            // one page need not be adjacent in the request, and a wordline has `bits` pages.
-            txns.sort_unstable_by_key(|t| t.ppa);
-            txns.dedup_by(|page, kept| {
-                let same = page.ppa == kept.ppa;
-                if same {
-                    kept.ready_ns = kept.ready_ns.max(page.ready_ns);
-                }
-                same
-            });
-        }
         let per_page_bytes = bytes.div_ceil(txns.len() as u64);
         if melding {
+            txns.sort_unstable_by_key(|t| t.ppa);
             let mut i = 0;
             while i < txns.len() {
                 let (n, meld) = self.wordline_run(txns, i, |t| t.ppa);
