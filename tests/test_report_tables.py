@@ -99,3 +99,23 @@ def test_the_headline_shows_only_the_metrics_the_spec_names():
     assert "die_utilisation: flexecc.mode=flex" in fields
     assert not any(f.startswith("cache.mean_ssd_response_ns") for f in fields)
     assert len(fields) == 1 + 2 * 3
+
+
+def test_many_long_series_names_leave_the_plot_its_room(tmp_path: Path) -> None:
+    """24 series with long names, as `reproduce melded-throughput` plots: the legend goes below
+    the plot with the names' sections dropped, and matplotlib has room to lay the axes out (its
+    warning that they collapsed is an error under this suite's settings)."""
+    from ssdlab.report import _plot, _short_label
+
+    assert _short_label("geometry.channels=8, hints=off") == "channels=8, hints=off"
+    labels = [
+        f"host.melded_reads={m}, channel.rate_mtps={r}, channel.bus_width_bytes={w}, "
+        f"geometry.channels={c}, geometry.chips_per_channel={64 // c}, hints=off"
+        for m in ("off", "on")
+        for r in (400, 800, 1600)
+        for w in (1, 2)
+        for c in (8, 16)
+    ]
+    rows = [(x, {label: (x * (i + 1), 0.0, 1) for i, label in enumerate(labels)}) for x in (1, 2)]
+    path = _plot("die_utilisation", "geometry.page_size_bytes", labels, rows, tmp_path, "t")
+    assert path.stat().st_size > 0

@@ -288,7 +288,15 @@ def _plot(
 
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v, _ in rows)
     positions = [v for v, _ in rows] if numeric else list(range(len(rows)))
-    figure = Figure(figsize=(6.4, 4.0), layout="constrained")
+    # Many series, or long names, go in a legend below the plot (a legend inside would take the
+    # axes' room), and the figure grows by its rows.
+    short = {label: _short_label(label) for label in labels}
+    if len(set(short.values())) < len(labels):
+        short = {label: label for label in labels}  # two keys of one name: keep the sections
+    outside = len(labels) > 4 or any(len(name) > 32 for name in short.values())
+    columns = 2 if outside and max(map(len, short.values()), default=0) <= 48 else 1
+    legend_rows = math.ceil(len(labels) / columns) if outside else 0
+    figure = Figure(figsize=(6.4, 4.0 + 0.2 * legend_rows), layout="constrained")
     axes = figure.subplots()
     for label in labels:
         xs, ys, errs = [], [], []
@@ -298,18 +306,33 @@ def _plot(
                 xs.append(position)
                 ys.append(mean)
                 errs.append(std)
-        axes.errorbar(xs, ys, yerr=errs if any(errs) else None, marker="o", capsize=3, label=label)
+        axes.errorbar(
+            xs, ys, yerr=errs if any(errs) else None, marker="o", capsize=3, label=short[label]
+        )
     if not numeric:
         axes.set_xticks(positions, [_fmt_value(v) for v, _ in rows])
     axes.set_xlabel(x)
     axes.set_ylabel(LABELS.get(metric, metric))
     axes.set_title(title, fontsize="medium")
     axes.grid(True, alpha=0.3)
-    if len(labels) > 1:
+    if outside:
+        size = "small" if columns == 2 else "x-small"
+        figure.legend(loc="outside lower center", ncols=columns, fontsize=size)
+    elif len(labels) > 1:
         axes.legend()
     path = target / f"{metric.replace('/', '_')}.png"
     figure.savefig(path, dpi=110)
     return path
+
+
+def _short_label(label: str) -> str:
+    """A series name for a legend: each ``section.key=value`` as ``key=value`` (the section is
+    the config file's, and the key alone is unambiguous within one sweep)."""
+    parts = []
+    for part in label.split(", "):
+        key, sep, value = part.partition("=")
+        parts.append(f"{key.rsplit('.', 1)[-1]}{sep}{value}" if sep else part)
+    return ", ".join(parts)
 
 
 def _cell(cell: tuple[float, float, int] | None) -> str:
