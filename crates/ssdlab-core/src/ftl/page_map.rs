@@ -190,9 +190,20 @@ impl PageMapFtl {
     /// Write the OOB of physical unit `unit`: it holds logical unit `lun`, written now.
     #[inline]
     fn write_oob(&mut self, unit: u32, lun: u32) {
-        self.oob_unit[unit as usize] = lun + 1;
-        self.oob_seq[unit as usize] = self.oob_next_seq;
-        self.oob_next_seq = self.oob_next_seq.wrapping_add(1);
+        self.write_oob_run(unit, [lun]);
+    }
+
+    /// Write the OOB of the physical units from `first` on, one per logical unit of `luns`, in
+    /// the order they are written.
+    #[inline]
+    fn write_oob_run(&mut self, first: u32, luns: impl IntoIterator<Item = u32>) {
+        let units = self.oob_unit[first as usize..].iter_mut();
+        let seqs = self.oob_seq[first as usize..].iter_mut();
+        for ((unit, seq), lun) in units.zip(seqs).zip(luns) {
+            *unit = lun + 1;
+            *seq = self.oob_next_seq;
+            self.oob_next_seq = self.oob_next_seq.wrapping_add(1);
+        }
     }
 
     /// The OOB of physical unit `unit`: (logical unit, sequence number), if programmed.
@@ -615,14 +626,10 @@ impl PageMapFtl {
             let run = &units[i..units.len().min(i + 1 + room)];
             let n = run.len() as u32;
             self.write_ptr[db] += n - 1;
-            // The maps and the run's OOB entries as local slices: no reloads of the tables
-            // through `self` after each store.
+            // The maps as local slices: no reloads of the tables through `self` after each
+            // store.
             let (l2p, p2l) = (&mut self.l2p[..], &mut self.p2l[..]);
-            let end = first as usize + run.len();
-            let oob_unit = &mut self.oob_unit[first as usize..end];
-            let oob_seq = &mut self.oob_seq[first as usize..end];
             let ahead = units.get(i + GC_PREFETCH_AHEAD..).unwrap_or(&[]);
-            let mut seq = self.oob_next_seq;
             for (k, &(src, lun)) in run.iter().enumerate() {
                 if let Some(&(_, next)) = ahead.get(k) {
                     prefetch(l2p, next as usize);
@@ -631,11 +638,8 @@ impl PageMapFtl {
                 p2l[src as usize] = NONE;
                 l2p[lun as usize] = dst;
                 p2l[dst as usize] = lun;
-                oob_unit[k] = lun + 1;
-                oob_seq[k] = seq;
-                seq = seq.wrapping_add(1);
             }
-            self.oob_next_seq = seq;
+            self.write_oob_run(first, run.iter().map(|&(_, lun)| lun));
             debug_assert!(self.valid_units[v] >= n);
             self.valid_units[v] -= n;
             self.valid_units[db] += n;
