@@ -981,7 +981,8 @@ impl Device {
             let bytes = req.length - immediate_bytes;
             self.groups.push((done, bytes));
         } else if !txns.is_empty() {
-            uncorrectable |= self.read_grouped(&mut txns, start, req.length - immediate_bytes);
+            let per_page_bytes = (req.length - immediate_bytes).div_ceil(txns.len() as u64);
+            uncorrectable |= self.read_grouped(&mut txns, start, per_page_bytes);
         }
         self.txns = txns;
         // The host link carries each group's bytes as its data becomes ready.
@@ -1036,15 +1037,13 @@ impl Device {
     /// Multi-page read: melded whole-wordline reads where a request wants a whole wordline and
     /// melding is on, multi-plane reads for pages at one page offset on different planes of one
     /// die, single reads otherwise.
-    fn read_grouped(&mut self, txns: &mut [PageTxn], start: u64, bytes: u64) -> bool {
+    fn read_grouped(&mut self, txns: &mut [PageTxn], start: u64, per_page_bytes: u64) -> bool {
         let xfer = self.derived.page_transfer_ns;
         let bits = self.geo.bits_per_cell as usize;
         let mut uncorrectable = false;
         let mut rest = std::mem::take(&mut self.scratch_txns);
         rest.clear();
-        let melding = self.config.host.melded_reads != MeldedReads::Off && bits > 1;
-        let per_page_bytes = bytes.div_ceil(txns.len() as u64);
-        if melding {
+        if self.config.host.melded_reads != MeldedReads::Off && bits > 1 {
             txns.sort_unstable_by_key(|t| t.ppa);
             let mut i = 0;
             while i < txns.len() {
