@@ -327,7 +327,7 @@ def _plot(
 
 def _short_label(label: str) -> str:
     """A series name for a legend: each ``section.key=value`` as ``key=value`` (the section is
-    the config file's, and the key alone is unambiguous within one sweep)."""
+    the config file's; `_plot` keeps the full names when two keys of one name would collide)."""
     parts = []
     for part in label.split(", "):
         key, sep, value = part.partition("=")
