@@ -1245,10 +1245,11 @@ impl Config {
             suspend_ns,
             resume_ns,
             max_suspends,
-            // L2P: a u32 per logical mapping unit; P2L and the OOB record (logical unit and
-            // sequence number, u32 each) per physical one.
+            // L2P: a u32 per logical mapping unit; per physical one the OOB record (logical
+            // unit and sequence number, u32 each) and a validity bit.
             mapping_bytes: 4 * logical_pages * units_per_page as u64
-                + 12 * physical_pages * units_per_page as u64
+                + 8 * physical_pages * units_per_page as u64
+                + (physical_pages * units_per_page as u64).div_ceil(8)
                 + MAPPING_BYTES_PER_BLOCK * blocks,
         })
     }
@@ -1605,7 +1606,10 @@ mod tests {
         let slc = crate::presets::get("slc").unwrap();
         let c = Config::from_toml(slc, "preset slc", &[]).unwrap();
         let d = c.derived();
-        let expected = 4 * d.logical_pages + 12 * d.physical_pages + 48 * d.blocks as u64;
+        let expected = 4 * d.logical_pages
+            + 8 * d.physical_pages
+            + d.physical_pages.div_ceil(8)
+            + 48 * d.blocks as u64;
         assert_eq!(d.mapping_bytes, expected);
         c.check_memory(&d, "preset slc", u64::MAX).unwrap();
         let big = vec![(

@@ -234,7 +234,8 @@ pub trait Ftl: Send {
     fn flex_pages_mut(&mut self) -> Option<&mut FlexPages> {
         None
     }
-    /// Check L2P and P2L agree and valid counts close; a description of the first violation.
+    /// Check the logical-to-physical map and the physical units' validity agree and valid counts
+    /// close; a description of the first violation.
     fn check_invariants(&self) -> Result<(), String>;
 }
 

@@ -1,4 +1,4 @@
-//! Large flat tables (the L2P and P2L maps, the OOB) allocated for random access.
+//! Large flat tables (the L2P map, the validity bitmap, the OOB) allocated for random access.
 //!
 //! The maps are indexed at random and span hundreds of megabytes, so with 4 KiB pages nearly
 //! every access also misses the TLB. On Linux the table is advised to use transparent huge pages
