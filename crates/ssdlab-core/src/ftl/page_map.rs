@@ -142,6 +142,50 @@ fn is_valid(bits: &[u32], unit: u32) -> bool {
     bits[(unit / 32) as usize] >> (unit % 32) & 1 != 0
 }
 
+/// Gather the valid units of a GC victim from `range.start` on into `units`, as (physical
+/// unit, logical unit from the OOB), until `wanted` are found and then to the end of that page
+/// (whole source pages are read). Returns how many, and where the scan stopped. Its own small
+/// function: the loop keeps its state in registers.
+#[inline(never)]
+fn scan_victim(
+    (bits, oob): (&[u32], &[u32]),
+    range: std::ops::Range<u32>,
+    wanted: usize,
+    per_page: u32,
+    units: &mut [(u32, u32)],
+) -> (usize, u32) {
+    let mut found = 0;
+    // Where the scan stops: the end of the page in which the wanted count is reached.
+    let mut limit = if wanted == 0 { range.start } else { range.end };
+    if range.start >= limit {
+        return (0, limit);
+    }
+    let oob = &oob[..range.end as usize];
+    let mut word = (range.start / 32) as usize;
+    let mut base = range.start & !31;
+    let mut current = bits[word] & (!0 << (range.start % 32));
+    loop {
+        while current != 0 {
+            let unit = base + current.trailing_zeros();
+            if unit >= limit {
+                return (found, limit);
+            }
+            current &= current - 1;
+            units[found] = (unit, oob[unit as usize] - 1);
+            found += 1;
+            if found == wanted {
+                limit = (unit | (per_page - 1)) + 1;
+            }
+        }
+        base = base.saturating_add(32);
+        if base >= limit {
+            return (found, limit);
+        }
+        word += 1;
+        current = bits[word];
+    }
+}
+
 #[inline]
 fn set_valid(bits: &mut [u32], unit: u32) {
     bits[(unit / 32) as usize] |= 1 << (unit % 32);
@@ -565,10 +609,9 @@ impl PageMapFtl {
         }
         present.sort_unstable();
         present.dedup();
-        for src in first + (offset << self.unit_shift)..first + self.units_per_block {
-            if is_valid(&self.valid_bits, src)
-                && present.binary_search(&groups[src as usize]).is_ok()
-            {
+        let rest = first + (offset << self.unit_shift)..first + self.units_per_block;
+        for src in rest.filter(|&src| is_valid(&self.valid_bits, src)) {
+            if present.binary_search(&groups[src as usize]).is_ok() {
                 units.push((src, self.oob_unit[src as usize] - 1));
             }
         }
@@ -745,21 +788,15 @@ impl PageMapFtl {
         let end = first + self.units_per_block;
         let start = first + job.next_offset * per_page;
         units.resize(wanted + per_page as usize, (0, 0));
-        let mut found = 0;
-        let mut src = start;
-        let (valid, oob) = (&self.valid_bits[..], &self.oob_unit[..]);
-        for unit in start..end {
-            if found >= wanted && unit & (per_page - 1) == 0 {
-                break;
-            }
-            if is_valid(valid, unit) {
-                units[found] = (unit, oob[unit as usize] - 1);
-                found += 1;
-            }
-            src = unit + 1;
-        }
+        let (found, stop) = scan_victim(
+            (&self.valid_bits, &self.oob_unit),
+            start..end,
+            wanted,
+            per_page,
+            &mut units,
+        );
         units.truncate(found);
-        let offset = (src - first) >> self.unit_shift;
+        let offset = (stop - first) >> self.unit_shift;
         let chunks = if self.unit_group.is_empty() {
             Vec::new()
         } else {
@@ -1202,6 +1239,46 @@ mod tests {
     /// GC in runs (`move_runs`) gives what moving unit by unit gives: the same operations in
     /// the same order, the same tables and counters, after every host write and background
     /// step, across block boundaries, with pages of one or several units.
+    /// The word-at-a-time victim scan finds what a unit-by-unit scan finds: every valid unit
+    /// until `wanted`, then to the end of that page, and stops where it does.
+    #[test]
+    fn the_victim_scan_matches_a_unit_by_unit_scan() {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        for round in 0..2000 {
+            let per_page = 1u32 << rng.gen_range(0..3);
+            let units_per_block = per_page * rng.gen_range(1..40);
+            let blocks = 3;
+            let total = units_per_block * blocks;
+            let density = rng.gen_range(0.0..1.0);
+            let valid: Vec<bool> = (0..total).map(|_| rng.gen_bool(density)).collect();
+            let mut bits = vec![0u32; total.div_ceil(32) as usize];
+            for (unit, _) in valid.iter().enumerate().filter(|(_, &v)| v) {
+                set_valid(&mut bits, unit as u32);
+            }
+            let oob: Vec<u32> = (0..total).map(|u| 1000 + u).collect();
+            let first = units_per_block * rng.gen_range(0..blocks);
+            let end = first + units_per_block;
+            let start = first + per_page * rng.gen_range(0..=units_per_block / per_page);
+            let wanted = rng.gen_range(0..=units_per_block as usize);
+            // The reference: unit by unit.
+            let mut expected = Vec::new();
+            let mut stop = start;
+            for unit in start..end {
+                if expected.len() >= wanted && unit % per_page == 0 {
+                    break;
+                }
+                if valid[unit as usize] {
+                    expected.push((unit, oob[unit as usize] - 1));
+                }
+                stop = unit + 1;
+            }
+            let mut units = vec![(0, 0); wanted + per_page as usize];
+            let (found, at) = scan_victim((&bits, &oob), start..end, wanted, per_page, &mut units);
+            assert_eq!(&units[..found], &expected[..], "round {round}: units");
+            assert_eq!(at, stop, "round {round}: where the scan stopped");
+        }
+    }
+
     #[test]
     fn runs_move_what_unit_by_unit_moves() {
         for (page, unit, destination) in [
