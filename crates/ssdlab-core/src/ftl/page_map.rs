@@ -610,9 +610,9 @@ impl PageMapFtl {
         present.sort_unstable();
         present.dedup();
         let rest = first + (offset << self.unit_shift)..first + self.units_per_block;
-        for src in rest.filter(|&src| is_valid(&self.valid_bits, src)) {
+        for (src, lun) in rest.filter_map(|src| Some((src, self.logical_of(src)?))) {
             if present.binary_search(&groups[src as usize]).is_ok() {
-                units.push((src, self.oob_unit[src as usize] - 1));
+                units.push((src, lun as u32));
             }
         }
         let upw = self.geo.bits_per_cell.max(1) << self.unit_shift;
@@ -879,11 +879,11 @@ impl PageMapFtl {
             // them now, so that they arrive while other work runs instead of stalling that
             // step's first units (a hint only: nothing simulated changes).
             let rest = first + (offset << self.unit_shift)..end;
-            for unit in rest
-                .filter(|&unit| is_valid(&self.valid_bits, unit))
+            for lun in rest
+                .filter_map(|unit| self.logical_of(unit))
                 .take(GC_PREFETCH_AHEAD)
             {
-                prefetch(&self.l2p, self.oob_unit[unit as usize] as usize - 1);
+                prefetch(&self.l2p, lun as usize);
             }
             return Ok(true);
         }
@@ -1236,9 +1236,6 @@ mod tests {
         PageMapFtl::new(cfg, geo, logical, units_per_page)
     }
 
-    /// GC in runs (`move_runs`) gives what moving unit by unit gives: the same operations in
-    /// the same order, the same tables and counters, after every host write and background
-    /// step, across block boundaries, with pages of one or several units.
     /// The word-at-a-time victim scan finds what a unit-by-unit scan finds: every valid unit
     /// until `wanted`, then to the end of that page, and stops where it does.
     #[test]
@@ -1279,6 +1276,9 @@ mod tests {
         }
     }
 
+    /// GC in runs (`move_runs`) gives what moving unit by unit gives: the same operations in
+    /// the same order, the same tables and counters, after every host write and background
+    /// step, across block boundaries, with pages of one or several units.
     #[test]
     fn runs_move_what_unit_by_unit_moves() {
         for (page, unit, destination) in [
