@@ -1402,10 +1402,8 @@ impl Device {
             e.request(slot).complete_ns = e.request(slot).complete_ns.max(end);
         }
         let melding = self.config.host.melded_reads != MeldedReads::Off && bits > 1;
-        if self.unit_shift > 0 {
-            // Each page once, with the bytes wanted from all its units.
-            self.merge_repeated_pages(&mut mapped, |&(ppa, _)| ppa, |kept, unit| kept.1 += unit.1);
-        }
+        // Each page once, with the bytes wanted from all its units.
+        self.merge_repeated_pages(&mut mapped, |&(ppa, _)| ppa, |kept, unit| kept.1 += unit.1);
         if melding && mapped.len() > 1 {
             mapped.sort_unstable_by_key(|&(ppa, _)| ppa);
         }

@@ -966,14 +966,12 @@ impl Device {
         }
         // Bytes the host asked for from each page, in transaction order (for partial pages).
         let mut txns = std::mem::take(&mut self.txns);
-        if self.unit_shift > 0 {
-            // Each page once, after the latest mapping it waits for.
-            self.merge_repeated_pages(
-                &mut txns,
-                |t| t.ppa,
-                |kept, t| kept.ready_ns = kept.ready_ns.max(t.ready_ns),
-            );
-        }
+        // Each page once, after the latest mapping it waits for.
+        self.merge_repeated_pages(
+            &mut txns,
+            |t| t.ppa,
+            |kept, t| kept.ready_ns = kept.ready_ns.max(t.ready_ns),
+        );
         if txns.len() == 1 {
             let t = txns[0];
             let (done, bad) = self.host_read_page(t.ppa, t.ready_ns);
@@ -999,15 +997,15 @@ impl Device {
     /// Merge the entries of `items` that name one page (by `page`) into the first of them, in
     /// place and in order. A read lists a page once per run of its units, and units of one page
     /// need not be adjacent in a request (units written out of order pack into one page); the
-    /// page is sensed once. Sorting a copy of the pages finds the rare repeat; only then are
-    /// the entries merged, in quadratic time.
+    /// page is sensed once. Nothing to do where a page holds one unit. Sorting a copy of the
+    /// pages finds the rare repeat; only then are the entries merged, in quadratic time.
     pub(super) fn merge_repeated_pages<T>(
         &mut self,
         items: &mut Vec<T>,
         page: impl Fn(&T) -> u32,
         mut merge: impl FnMut(&mut T, &T),
     ) {
-        if items.len() < 2 {
+        if self.unit_shift == 0 || items.len() < 2 {
             return;
         }
         let pages = &mut self.scratch_ppas;
