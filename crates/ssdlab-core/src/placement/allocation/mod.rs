@@ -84,4 +84,39 @@ mod tests {
             .collect();
         assert_eq!(dies.len(), geo.dies as usize);
     }
+
+    #[test]
+    fn dynamic_takes_the_first_least_loaded_die_from_its_cursor_in_stripe_order() {
+        let geo = geometry();
+        let mut order: Vec<u32> = Vec::new();
+        for &plane in &geo.stripe_order {
+            let die = geo.die_of_plane(plane);
+            if !order.contains(&die) {
+                order.push(die);
+            }
+        }
+        let n = order.len();
+        let mut dynamic = LeastLoaded::new(&geo, 1);
+        let mut cursor = 0;
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for case in 0..2000 {
+            // Few distinct loads, so that ties (and idle dies, at `now`) are common.
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % 4 * 100
+            };
+            let load: Vec<u64> = (0..geo.dies).map(|_| next()).collect();
+            let now = next();
+            let key = |pos: usize| load[order[pos] as usize].max(now);
+            let best = (0..n)
+                .map(|k| (cursor + k) % n)
+                .min_by_key(|&pos| key(pos))
+                .expect("dies");
+            let plane = dynamic.choose(0, &load, now);
+            assert_eq!(geo.die_of_plane(plane), order[best], "case {case}");
+            cursor = (best + 1) % n;
+        }
+    }
 }
