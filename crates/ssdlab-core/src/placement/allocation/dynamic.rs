@@ -50,18 +50,17 @@ impl PlaneAllocator for LeastLoaded {
         let start = self.cursor[handle as usize] as usize;
         let mut best = start;
         let mut best_free = u64::MAX;
-        for k in 0..n {
-            let pos = if start + k >= n {
-                start + k - n
-            } else {
-                start + k
-            };
-            let free = die_free_ns[self.die_order[pos] as usize].max(now_ns);
-            if free < best_free {
-                best_free = free;
-                best = pos;
+        // From the cursor to the end, then from the start: the first least-loaded die in
+        // stripe order. The running minimum is kept with selects, not a branch per new
+        // minimum: which die wins is data, and that branch mispredicts.
+        'scan: for range in [start..n, 0..start] {
+            for pos in range {
+                let free = die_free_ns[self.die_order[pos] as usize].max(now_ns);
+                let better = free < best_free;
+                best = if better { pos } else { best };
+                best_free = best_free.min(free);
                 if free == now_ns {
-                    break; // idle: nothing can beat it, and the first idle die keeps the stripe
+                    break 'scan; // idle: nothing can beat it, and the first idle die keeps the stripe
                 }
             }
         }
