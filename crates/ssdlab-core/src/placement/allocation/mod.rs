@@ -42,6 +42,8 @@ pub fn plane_allocator(
 mod tests {
     use super::*;
     use crate::config::Config;
+    use rand::{Rng, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
 
     fn geometry() -> Geometry {
         let cfg = Config::from_toml(
@@ -98,15 +100,10 @@ mod tests {
         let n = order.len();
         let mut dynamic = LeastLoaded::new(&geo, 1);
         let mut cursor = 0;
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
         for case in 0..2000 {
             // Few distinct loads, so that ties (and idle dies, at `now`) are common.
-            let mut next = || {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x % 4 * 100
-            };
+            let mut next = || rng.gen_range(0..4u64) * 100;
             let load: Vec<u64> = (0..geo.dies).map(|_| next()).collect();
             let now = next();
             let key = |pos: usize| load[order[pos] as usize].max(now);
