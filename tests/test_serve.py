@@ -35,7 +35,12 @@ class MiniClient:
         family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.settimeout(10)
-        self.sock.connect(address)
+        try:
+            self.sock.connect(address)
+        except OSError:
+            # Closed here, or the unclosed socket's warning fails whichever test runs next.
+            self.sock.close()
+            raise
         greeting = self._recv(18)
         assert greeting[:16] == b"NBDMAGICIHAVEOPT"
         self.sock.sendall(struct.pack(">I", 3))  # fixed newstyle, no zeroes

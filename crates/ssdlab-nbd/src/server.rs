@@ -392,7 +392,7 @@ impl Server {
         let (listener, uri) = match &options.endpoint {
             Endpoint::Unix(path) => {
                 remove_stale_socket(path)?;
-                let l = UnixListener::bind(path).map_err(|source| ServeError::Io {
+                let l = bind_unix_listening(path).map_err(|source| ServeError::Io {
                     path: path.display().to_string(),
                     source,
                 })?;
@@ -961,6 +961,30 @@ fn poll_fd(fd: i32, timeout: Duration) -> bool {
     n > 0
 }
 
+/// Binds a Unix socket that accepts connections from the moment its file appears. A plain
+/// `bind` shows the file before `listen`, and a client that waits for the file (as scripts do)
+/// may connect in between and be refused; so the socket is bound and listening under a
+/// staging name beside `path` and then linked to `path`, which also fails, as `bind` would,
+/// if another server took the path meanwhile.
+fn bind_unix_listening(path: &Path) -> io::Result<UnixListener> {
+    static STAGED: AtomicU64 = AtomicU64::new(0);
+    let n = STAGED.fetch_add(1, Ordering::Relaxed);
+    let staging = path.with_file_name(format!(".{}-{n}.sock", std::process::id()));
+    let listener = match UnixListener::bind(&staging) {
+        Ok(listener) => listener,
+        // A staging name over the socket path's length limit, or a directory that refuses
+        // it: bind the path itself, with the short window that plain binding has.
+        Err(_) => return UnixListener::bind(path),
+    };
+    let linked = std::fs::hard_link(&staging, path).or_else(|e| match e.kind() {
+        io::ErrorKind::AlreadyExists => Err(io::Error::from(io::ErrorKind::AddrInUse)),
+        // A file system without hard links: rename, which cannot refuse to replace.
+        _ => std::fs::rename(&staging, path),
+    });
+    let _ = std::fs::remove_file(&staging);
+    linked.map(|()| listener)
+}
+
 /// A socket file left by a server that died may be replaced; a live one may not.
 fn remove_stale_socket(path: &Path) -> Result<(), ServeError> {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
@@ -977,4 +1001,63 @@ fn remove_stale_socket(path: &Path) -> Result<(), ServeError> {
         path: shown,
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("ssdlab-bind-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn the_socket_file_appears_listening_and_alone() {
+        let dir = scratch_dir("alone");
+        let path = dir.join("s");
+        let listener = bind_unix_listening(&path).unwrap();
+        // The staging name is gone: only the socket is left, and it is the listener's.
+        assert_eq!(entries(&dir), ["s"]);
+        let mut client = UnixStream::connect(&path).unwrap();
+        let (mut served, _) = listener.accept().unwrap();
+        client.write_all(b"ping").unwrap();
+        let mut got = [0u8; 4];
+        io::Read::read_exact(&mut served, &mut got).unwrap();
+        assert_eq!(&got, b"ping");
+        // A second server on the same path is refused, as bind refuses, and leaves nothing.
+        let err = bind_unix_listening(&path).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        assert_eq!(entries(&dir), ["s"]);
+        drop((client, served, listener));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_path_too_long_for_a_staging_name_is_bound_directly() {
+        let top = scratch_dir("long");
+        // sun_path holds 107 bytes and a NUL: a directory that leaves room for the one-letter
+        // name "s" and not for the longer staging name beside it.
+        let room = 107 - top.as_os_str().len() - "/".len() - "/s".len();
+        let dir = top.join("d".repeat(room));
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("s");
+        assert_eq!(path.as_os_str().len(), 107);
+        let listener = bind_unix_listening(&path).unwrap();
+        assert_eq!(entries(&dir), ["s"]);
+        UnixStream::connect(&path).unwrap();
+        listener.accept().unwrap();
+        std::fs::remove_dir_all(&top).unwrap();
+    }
 }
