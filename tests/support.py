@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import socket
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -113,3 +114,18 @@ class PowerCut:
 
     def __exit__(self, *exc: object) -> None:
         self.store.write = self._write  # type: ignore[attr-defined]
+
+
+def connect(address: str | tuple[str, int], timeout: float = 10) -> socket.socket:
+    """A stream socket connected to a Unix socket path or a (host, port), with a timeout. It is
+    closed again if the connection fails: left open, its warning would fail whichever test
+    runs next (warnings are errors)."""
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock

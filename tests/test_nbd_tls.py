@@ -31,7 +31,7 @@ import pytest
 import ssdlab
 from nbd_support import MIB, NbdServer, require_emulator, run, tool
 from ssdlab.cli import format_emulator
-from support import PRESET, TINY_OVERRIDES
+from support import PRESET, TINY_OVERRIDES, connect
 
 StartServer = Callable[..., NbdServer]
 
@@ -316,9 +316,7 @@ class StartTlsClient:
     """Just enough NBD over STARTTLS (Python's ``ssl``): GO, then simple requests."""
 
     def __init__(self, path: str, ca: Path) -> None:
-        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        raw.settimeout(10)
-        raw.connect(path)
+        raw = connect(path)
         self.sock: socket.socket = raw
         assert self._recv(18)[:8] == b"NBDMAGIC"
         raw.sendall(struct.pack(">I", 3))  # fixed newstyle, no zeroes
@@ -442,9 +440,7 @@ def test_python_server_tls_under_small_limits(tmp_path: Path, certificates: Path
         client.close()
 
         # STARTTLS, then a TLS record header announcing 512 bytes and a byte every 100 ms.
-        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        raw.settimeout(10)
-        raw.connect(str(socket_path))
+        raw = connect(str(socket_path))
         assert raw.recv(18)[:8] == b"NBDMAGIC"
         raw.sendall(struct.pack(">I", 3) + struct.pack(">QII", 0x49484156454F5054, 5, 0))
         assert struct.unpack(">QIII", raw.recv(20))[2] == 1  # ACK

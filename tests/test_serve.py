@@ -20,7 +20,7 @@ import pytest
 
 import ssdlab
 from ssdlab.cli import main
-from support import TINY_OVERRIDES, set_args
+from support import TINY_OVERRIDES, connect, set_args
 
 REQUEST_MAGIC = 0x25609513
 REPLY_MAGIC = 0x67446698
@@ -32,15 +32,7 @@ class MiniClient:
     """Just enough NBD to talk to the server from a test."""
 
     def __init__(self, address: str | tuple[str, int]) -> None:
-        family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.settimeout(10)
-        try:
-            self.sock.connect(address)
-        except OSError:
-            # Closed here, or the unclosed socket's warning fails whichever test runs next.
-            self.sock.close()
-            raise
+        self.sock = connect(address)
         greeting = self._recv(18)
         assert greeting[:16] == b"NBDMAGICIHAVEOPT"
         self.sock.sendall(struct.pack(">I", 3))  # fixed newstyle, no zeroes
@@ -450,10 +442,7 @@ def test_idle_and_silent_connections_at_the_default_caps_do_not_lock_clients_out
     try:
         idle = [MiniClient(str(server.sock)) for _ in range(defaults["max_connections"])]
         for _ in range(defaults["max_handshakes"] + 6):
-            s = socket.socket(socket.AF_UNIX)
-            s.settimeout(10)
-            s.connect(str(server.sock))
-            silent.append(s)
+            silent.append(connect(str(server.sock)))
         for round_ in range(3):
             good = MiniClient(str(server.sock))
             data = os.urandom(8192)
