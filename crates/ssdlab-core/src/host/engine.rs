@@ -30,12 +30,14 @@ use crate::request::{HostRequest, Op};
 use crate::sched::{
     queue_of, scheduler, Candidate, DieContext, Heads, Scheduler, TxnClass, TxnKind, QUEUES,
 };
+use events::EventQueue;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 const NONE: u32 = u32::MAX;
 
 mod channel;
+mod events;
 mod wordline_join;
 
 #[derive(Debug, Clone, Copy)]
@@ -131,96 +133,6 @@ enum Event {
     Sensed { die: u32, leader: u32, pages: u32 },
     /// Channel `channel` may be free for the next waiting transfer.
     ChannelFree { channel: u32 },
-}
-
-/// Pending events in (time, sequence) order. The heap holds packed keys
-/// `time << 64 | seq << 32 | slot` and the events sit in a slot table, so reordering the heap
-/// moves 16 bytes per entry and compares one integer. Sequence numbers have 32 bits: before
-/// they run out, the pending events are renumbered in their order.
-#[derive(Default)]
-struct EventQueue {
-    heap: BinaryHeap<Reverse<u128>>,
-    /// Idle-time GC checks, scheduled a fixed delay ahead and so in time order: a FIFO
-    /// instead of the heap (one out of order goes to the heap).
-    idle_checks: VecDeque<u128>,
-    slots: Vec<Event>,
-    free: Vec<u32>,
-    seq: u64,
-}
-
-impl EventQueue {
-    const SEQ_LIMIT: u64 = 1 << 32;
-
-    fn push(&mut self, time_ns: u64, event: Event) {
-        if self.seq == Self::SEQ_LIMIT {
-            self.renumber();
-        }
-        let slot = slab_insert(&mut self.slots, &mut self.free, event);
-        let key = (time_ns as u128) << 64 | (self.seq as u128) << 32 | slot as u128;
-        self.seq += 1;
-        if matches!(event, Event::IdleGc { .. })
-            && self.idle_checks.back().is_none_or(|&last| last < key)
-        {
-            self.idle_checks.push_back(key);
-        } else {
-            self.heap.push(Reverse(key));
-        }
-    }
-
-    /// The earliest pending key, and whether it is the heap's.
-    #[inline]
-    fn first(&self) -> Option<(u128, bool)> {
-        match (self.heap.peek(), self.idle_checks.front()) {
-            (Some(&Reverse(h)), Some(&f)) => Some(if h < f { (h, true) } else { (f, false) }),
-            (Some(&Reverse(h)), None) => Some((h, true)),
-            (None, Some(&f)) => Some((f, false)),
-            (None, None) => None,
-        }
-    }
-
-    fn peek(&self) -> Option<(u64, Event)> {
-        self.first()
-            .map(|(key, _)| ((key >> 64) as u64, self.slots[key as u32 as usize]))
-    }
-
-    fn pop(&mut self) -> Option<(u64, Event)> {
-        self.pop_until(u64::MAX)
-    }
-
-    /// The earliest pending event, taken from the queue, if it is at or before `last_ns`.
-    #[inline]
-    fn pop_until(&mut self, last_ns: u64) -> Option<(u64, Event)> {
-        let (key, in_heap) = self.first()?;
-        if (key >> 64) as u64 > last_ns {
-            return None;
-        }
-        if in_heap {
-            self.heap.pop();
-        } else {
-            self.idle_checks.pop_front();
-        }
-        let slot = key as u32;
-        self.free.push(slot);
-        Some(((key >> 64) as u64, self.slots[slot as usize]))
-    }
-
-    fn is_empty(&self) -> bool {
-        self.heap.is_empty() && self.idle_checks.is_empty()
-    }
-
-    /// Give the pending events sequence numbers 0, 1, ... in their present order.
-    fn renumber(&mut self) {
-        let mut keys: Vec<u128> = self.heap.drain().map(|Reverse(key)| key).collect();
-        keys.extend(self.idle_checks.drain(..));
-        keys.sort_unstable();
-        let low = (1u128 << 32) - 1;
-        self.heap = keys
-            .iter()
-            .enumerate()
-            .map(|(seq, &key)| Reverse(key >> 64 << 64 | (seq as u128) << 32 | key & low))
-            .collect();
-        self.seq = keys.len() as u64;
-    }
 }
 
 /// One finished request of the run.
@@ -1746,71 +1658,5 @@ impl Device {
             e.hand_back(&mut self.timeline);
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn idle_checks_and_heap_events_merge_in_time_then_arrival_order() {
-        let mut q = EventQueue::default();
-        let idle = |die| Event::IdleGc { die };
-        let free = |die| Event::DieFree { die, generation: 0 };
-        q.push(30, idle(0));
-        q.push(30, free(1)); // same time, later: after idle(0)
-        q.push(20, idle(2)); // earlier than the FIFO's back: to the heap
-        q.push(40, idle(3));
-        q.push(10, free(4));
-        q.push(40, free(5));
-        assert_eq!(
-            q.idle_checks.len(),
-            2,
-            "in-order checks stay out of the heap"
-        );
-        // At one time the FIFO's event and the heap's leave in the order they were pushed.
-        let expected = [
-            (10, free(4)),
-            (20, idle(2)),
-            (30, idle(0)),
-            (30, free(1)),
-            (40, idle(3)),
-            (40, free(5)),
-        ];
-        assert_eq!(drain(&mut q), expected);
-    }
-
-    /// Every pending event in the order the queue gives them; the queue is empty after.
-    fn drain(q: &mut EventQueue) -> Vec<(u64, Event)> {
-        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
-        assert!(q.is_empty());
-        order
-    }
-
-    #[test]
-    fn events_leave_in_time_then_arrival_order_across_a_renumbering() {
-        let mut q = EventQueue::default();
-        let die = |die| Event::IdleGc { die };
-        q.push(50, die(0));
-        q.push(10, die(1));
-        // Sequence numbers about to run out: the next push renumbers the pending events.
-        q.seq = EventQueue::SEQ_LIMIT;
-        q.push(50, die(2));
-        assert_eq!(q.seq, 3, "two pending events renumbered, then one more");
-        q.push(10, die(3));
-        q.push(50, die(4));
-        assert_eq!(q.peek(), Some((10, die(1))));
-        let expected = [
-            (10, die(1)),
-            (10, die(3)),
-            (50, die(0)),
-            (50, die(2)),
-            (50, die(4)),
-        ];
-        assert_eq!(drain(&mut q), expected);
-        // Slots are reused once their events are gone.
-        q.push(7, die(5));
-        assert_eq!(q.slots.len(), 5);
     }
 }
