@@ -4,6 +4,7 @@ summary. The real clients (fio, qemu-io, nbdcopy, nbdfuse) are in test_nbd_clien
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -215,6 +216,46 @@ def test_cli_serves_until_sigterm_and_writes_the_summary(short_dir: Path) -> Non
     assert not sock.exists(), "the socket file is removed on shutdown"
 
 
+@pytest.mark.parametrize("method", ["__init__", "serve_forever"])
+def test_a_sigterm_between_bind_and_serving_leaves_no_socket_file(
+    short_dir: Path, method: str
+) -> None:
+    # The socket file exists once the server is built; a script that waits for it may signal
+    # before the server serves. The signal is sent exactly there: as the constructor ends
+    # (the start is interrupted) or as serving begins (a clean stop with an empty summary).
+    sock = short_dir / "s"
+    signal_self = (
+        f"    assert os.path.exists({str(sock)!r})\n    os.kill(os.getpid(), signal.SIGTERM)\n"
+    )
+    call = "    return original(self, *args, **kwargs)\n"
+    script = (
+        "import os, signal, sys\n"
+        "import ssdlab.serve\n"
+        "from ssdlab.cli import main\n"
+        f"original = ssdlab.serve.Server.{method}\n"
+        "def signalled(self, *args, **kwargs):\n"
+        + (
+            call.replace("return ", "") + signal_self
+            if method == "__init__"
+            else signal_self + call
+        )
+        + f"ssdlab.serve.Server.{method} = signalled\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    command = [
+        sys.executable, "-c", script, "serve", "slc", *set_args(), "--socket", str(sock),
+        "--clock", "virtual", "--output-format", "json",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in done.stderr
+    if method == "__init__":
+        assert (done.returncode, done.stderr) == (130, "ssdlab: interrupted\n")
+    else:
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["emulator"]["connections"] == 0
+    assert not sock.exists(), "the socket file outlived a signal before serving"
+
+
 # -- shutdown summary, hostnames, restarts, a failing stats log -------------------------------
 
 #: 2 dies x 256 blocks x 64 pages of 4 KiB: 96 MiB logical, room for 32 MiB requests.
@@ -307,6 +348,22 @@ def test_start_after_stop_raises_a_clear_error(short_dir: Path) -> None:
     # A new server on the same socket serves again.
     with ssdlab.Server("slc", socket=short_dir / "s", clock="virtual", overrides=TINY_OVERRIDES):
         MiniClient(str(short_dir / "s")).close()
+
+
+def test_a_server_dropped_unstarted_takes_its_socket_file_with_it(short_dir: Path) -> None:
+    sock = short_dir / "s"
+    server = ssdlab.Server("slc", socket=sock, clock="virtual", overrides=TINY_OVERRIDES)
+    assert sock.is_socket()
+    del server
+    gc.collect()
+    assert not sock.exists(), "an unstarted server's socket file outlived it"
+    # A file that is no longer the server's (replaced meanwhile) is left alone.
+    server = ssdlab.Server("slc", socket=sock, clock="virtual", overrides=TINY_OVERRIDES)
+    sock.unlink()
+    sock.write_text("someone else's")
+    del server
+    gc.collect()
+    assert sock.read_text() == "someone else's"
 
 
 def test_a_stats_log_that_cannot_be_written_is_reported_at_once(short_dir: Path) -> None:

@@ -787,7 +787,7 @@ def _limit_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ssdlab.serve import Server
+    from ssdlab.serve import Server, interrupt_on_signals
 
     if args.port is not None and not 0 <= args.port < 65536:
         raise UsageError(f"--port must be in 0..65535 (0: any free port), got {args.port}")
@@ -814,32 +814,42 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if path is not None and not os.path.isdir(os.path.dirname(path) or "."):
             raise UsageError(f"{option} {path}: no such directory")
     limits = _limit_kwargs(args)
-    server = Server(
-        args.config,
-        socket=args.socket,
-        port=args.port,
-        host=args.bind,
-        clock=args.clock,
-        seed=args.seed,
-        overrides=args.overrides,
-        stats_log=args.stats_log,
-        read_only=args.read_only,
-        export_name=args.export_name,
-        miss_threshold_ns=round(args.miss_threshold_us * 1000),
-        compensation_ns=compensation_ns,
-        **limits,
-        tls=args.tls,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        tls_psk=args.tls_psk,
-        insecure=args.insecure,
-        image=args.image,
-        power_loss_at_ns=args.power_loss_at,
-        power_loss_on_signal=True,
-    )
-    if not args.quiet:
-        print(f"ssdlab serve: listening on {server.uri} ({args.clock} clock)", file=sys.stderr)
-    summary = server.serve_forever()
+    # SIGINT and SIGTERM stop the server cleanly from the moment its socket exists (scripts
+    # that wait for the file may signal at once). One during start-up takes effect once the
+    # device is built: the start is interrupted and the socket file goes with the server.
+    with interrupt_on_signals():
+        server = Server(
+            args.config,
+            socket=args.socket,
+            port=args.port,
+            host=args.bind,
+            clock=args.clock,
+            seed=args.seed,
+            overrides=args.overrides,
+            stats_log=args.stats_log,
+            read_only=args.read_only,
+            export_name=args.export_name,
+            miss_threshold_ns=round(args.miss_threshold_us * 1000),
+            compensation_ns=compensation_ns,
+            **limits,
+            tls=args.tls,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            tls_psk=args.tls_psk,
+            insecure=args.insecure,
+            image=args.image,
+            power_loss_at_ns=args.power_loss_at,
+            power_loss_on_signal=True,
+        )
+        try:
+            if not args.quiet:
+                print(
+                    f"ssdlab serve: listening on {server.uri} ({args.clock} clock)",
+                    file=sys.stderr,
+                )
+            summary = server.serve_forever()
+        except KeyboardInterrupt:  # before it began serving: stop it as serving would
+            summary = server.stop()
     if args.output_format == "json":
         text = json.dumps(summary, indent=2) + "\n"
     else:

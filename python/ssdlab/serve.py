@@ -45,7 +45,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -160,21 +161,8 @@ class Server:
         Warnings go to ``on_warning`` as they happen (default: a line on stderr).
         """
         report = on_warning or _print_warning
-
-        def terminate(signum: int, frame: FrameType | None) -> None:
-            raise KeyboardInterrupt
-
-        # SIGINT too: a server started in the background of a script inherits SIGINT ignored.
-        previous = {
-            signum: signal.signal(signum, terminate) for signum in (signal.SIGINT, signal.SIGTERM)
-        }
-        try:
+        with interrupt_on_signals(), suppress(KeyboardInterrupt):
             self._handle.serve_forever(report)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
         summary = self.stop()
         for message in self.take_warnings():
             report(message)
@@ -190,6 +178,26 @@ class Server:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def interrupt_on_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM raise ``KeyboardInterrupt`` inside the block (handlers restored after).
+
+    SIGINT too: a server started in the background of a script inherits SIGINT ignored.
+    """
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = {
+        signum: signal.signal(signum, interrupt) for signum in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _print_warning(message: str) -> None:

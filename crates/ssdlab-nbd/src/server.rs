@@ -199,8 +199,45 @@ pub enum ServeError {
 }
 
 enum Listener {
-    Unix(UnixListener, PathBuf),
+    Unix {
+        listener: UnixListener,
+        /// Kept for its removal when the server goes.
+        _file: SocketFile,
+    },
     Tcp(TcpListener),
+}
+
+/// The file of a bound Unix socket: removed when the server goes, whether it served or was
+/// dropped unstarted, unless the path now names another file (a successor's socket).
+#[derive(Debug)]
+struct SocketFile {
+    path: PathBuf,
+    /// Device and inode of the file this server created.
+    id: Option<(u64, u64)>,
+}
+
+impl SocketFile {
+    fn new(path: &Path) -> SocketFile {
+        SocketFile {
+            path: path.to_path_buf(),
+            id: file_id(path),
+        }
+    }
+}
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        if self.id.is_some() && file_id(&self.path) == self.id {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|meta| (meta.dev(), meta.ino()))
 }
 
 /// A connection's socket, kept so that shutdown can end its blocking reads.
@@ -392,12 +429,18 @@ impl Server {
         let (listener, uri) = match &options.endpoint {
             Endpoint::Unix(path) => {
                 remove_stale_socket(path)?;
-                let l = bind_unix_listening(path).map_err(|source| ServeError::Io {
+                let (l, file) = bind_unix_listening(path).map_err(|source| ServeError::Io {
                     path: path.display().to_string(),
                     source,
                 })?;
                 let uri = format!("{scheme}+unix:///{}?socket={}", export.name, path.display());
-                (Listener::Unix(l, path.clone()), uri)
+                (
+                    Listener::Unix {
+                        listener: l,
+                        _file: file,
+                    },
+                    uri,
+                )
             }
             Endpoint::Tcp(addr) => {
                 let l = TcpListener::bind(addr).map_err(|source| ServeError::Io {
@@ -471,7 +514,7 @@ impl Server {
         let mut next_id = 0u64;
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
         let listen_fd = match &self.listener {
-            Listener::Unix(l, _) => l.as_raw_fd(),
+            Listener::Unix { listener: l, .. } => l.as_raw_fd(),
             Listener::Tcp(l) => l.as_raw_fd(),
         };
         let mut last_watch = Instant::now();
@@ -500,7 +543,7 @@ impl Server {
             let id = next_id;
             next_id += 1;
             let accepted = match &self.listener {
-                Listener::Unix(l, _) => l.accept().map(|(s, _)| {
+                Listener::Unix { listener: l, .. } => l.accept().map(|(s, _)| {
                     let peer = s.try_clone().map(Peer::Unix);
                     (Connection::Unix(s), peer)
                 }),
@@ -585,9 +628,6 @@ impl Server {
         }
         for t in threads {
             let _ = t.join();
-        }
-        if let Listener::Unix(_, path) = &self.listener {
-            let _ = std::fs::remove_file(path);
         }
         if let Some(image) = &self.emulator.image {
             // A clean shutdown leaves the image durable, whether or not clients flushed.
@@ -966,7 +1006,7 @@ fn poll_fd(fd: i32, timeout: Duration) -> bool {
 /// may connect in between and be refused; so the socket is bound and listening under a
 /// staging name beside `path` and then linked to `path`, which also fails, as `bind` would,
 /// if another server took the path meanwhile.
-fn bind_unix_listening(path: &Path) -> io::Result<UnixListener> {
+fn bind_unix_listening(path: &Path) -> io::Result<(UnixListener, SocketFile)> {
     static STAGED: AtomicU64 = AtomicU64::new(0);
     let n = STAGED.fetch_add(1, Ordering::Relaxed);
     let staging = path.with_file_name(format!(".{}-{n}.sock", std::process::id()));
@@ -974,7 +1014,7 @@ fn bind_unix_listening(path: &Path) -> io::Result<UnixListener> {
         Ok(listener) => listener,
         // A staging name over the socket path's length limit, or a directory that refuses
         // it: bind the path itself, with the short window that plain binding has.
-        Err(_) => return UnixListener::bind(path),
+        Err(_) => return UnixListener::bind(path).map(|l| (l, SocketFile::new(path))),
     };
     let linked = std::fs::hard_link(&staging, path).or_else(|e| match e.kind() {
         io::ErrorKind::AlreadyExists => Err(io::Error::from(io::ErrorKind::AddrInUse)),
@@ -982,7 +1022,7 @@ fn bind_unix_listening(path: &Path) -> io::Result<UnixListener> {
         _ => std::fs::rename(&staging, path),
     });
     let _ = std::fs::remove_file(&staging);
-    linked.map(|()| listener)
+    linked.map(|()| (listener, SocketFile::new(path)))
 }
 
 /// A socket file left by a server that died may be replaced; a live one may not.
@@ -1027,7 +1067,7 @@ mod tests {
     fn the_socket_file_appears_listening_and_alone() {
         let dir = scratch_dir("alone");
         let path = dir.join("s");
-        let listener = bind_unix_listening(&path).unwrap();
+        let (listener, file) = bind_unix_listening(&path).unwrap();
         // The staging name is gone: only the socket is left, and it is the listener's.
         assert_eq!(entries(&dir), ["s"]);
         let mut client = UnixStream::connect(&path).unwrap();
@@ -1041,6 +1081,33 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
         assert_eq!(entries(&dir), ["s"]);
         drop((client, served, listener));
+        assert_eq!(
+            entries(&dir),
+            ["s"],
+            "the file stays while its server is there"
+        );
+        drop(file);
+        assert!(
+            entries(&dir).is_empty(),
+            "a server's socket file goes with it"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_socket_file_that_is_no_longer_ours_is_left_alone() {
+        let dir = scratch_dir("successor");
+        let path = dir.join("s");
+        let (first, file) = bind_unix_listening(&path).unwrap();
+        // Someone removed the file and a successor bound the path meanwhile.
+        std::fs::remove_file(&path).unwrap();
+        let (second, successor) = bind_unix_listening(&path).unwrap();
+        drop((first, file));
+        assert_eq!(entries(&dir), ["s"], "the successor's file stays");
+        UnixStream::connect(&path).unwrap();
+        second.accept().unwrap();
+        drop((second, successor));
+        assert!(entries(&dir).is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -1054,7 +1121,7 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         let path = dir.join("s");
         assert_eq!(path.as_os_str().len(), 107);
-        let listener = bind_unix_listening(&path).unwrap();
+        let (listener, _file) = bind_unix_listening(&path).unwrap();
         assert_eq!(entries(&dir), ["s"]);
         UnixStream::connect(&path).unwrap();
         listener.accept().unwrap();
