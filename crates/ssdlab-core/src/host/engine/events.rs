@@ -225,6 +225,8 @@ impl EventQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
 
     fn idle(die: u32) -> Event {
         Event::IdleGc { die }
@@ -296,23 +298,12 @@ mod tests {
         assert_eq!(q.nodes.len(), 7);
     }
 
-    /// A small deterministic generator (xorshift), so the test needs no dependency.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
-
     #[test]
     fn the_queue_gives_the_order_of_a_sorted_reference_over_random_work() {
         // Times near the last event taken (most of them), far past the window, and now and
         // then before it; idle checks a fixed delay ahead; pops until a limit as the engine
         // does; a renumbering midway.
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x9E37_79B9_7F4A_7C15);
         let mut q = EventQueue::default();
         let mut reference: BinaryHeap<Reverse<(u64, u64, Event)>> = BinaryHeap::new();
         let mut pushed = 0u64;
@@ -321,7 +312,7 @@ mod tests {
             if step == 100_000 {
                 q.seq = EventQueue::SEQ_LIMIT;
             }
-            let r = rng.next();
+            let r: u64 = rng.gen();
             if r % 8 < 5 {
                 let ahead = match r >> 3 & 15 {
                     0 => 3 * WHEEL_NS + (r >> 8) % WHEEL_NS,
