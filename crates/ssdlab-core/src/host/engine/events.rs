@@ -40,10 +40,9 @@ pub(super) struct EventQueue {
     /// Bit per bucket: its list is not empty; `summary` has a bit per non-zero word.
     occupied: [u64; WORDS],
     summary: u64,
-    /// Bucket number (time / BUCKET_NS) where the window starts: that of the last event taken.
+    /// Bucket number (time >> BUCKET_SHIFT) where the window starts: the last event taken's.
     base: u64,
-    wheel_len: u32,
-    /// The wheel's earliest key (`u128::MAX` when the wheel is empty).
+    /// The wheel's earliest key (`u128::MAX` when, and only when, the wheel is empty).
     wheel_min: u128,
     /// Keys of the events outside the window.
     far: BinaryHeap<Reverse<u128>>,
@@ -59,7 +58,6 @@ impl Default for EventQueue {
             occupied: [0; WORDS],
             summary: 0,
             base: 0,
-            wheel_len: 0,
             wheel_min: u128::MAX,
             far: BinaryHeap::new(),
             nodes: Vec::new(),
@@ -110,7 +108,6 @@ impl EventQueue {
         } else {
             self.nodes[prev as usize].next = slot;
         }
-        self.wheel_len += 1;
         self.wheel_min = self.wheel_min.min(key);
     }
 
@@ -135,16 +132,20 @@ impl EventQueue {
         Some(word * 64 + self.occupied[word].trailing_zeros() as usize)
     }
 
-    /// The earliest pending key (`u128::MAX` when there is none: no real key is that large).
+    /// The earliest pending key, and whether it is the wheel's.
     #[inline]
-    fn first(&self) -> u128 {
-        let far = self.far.peek().map_or(u128::MAX, |&Reverse(key)| key);
-        self.wheel_min.min(far)
+    fn first(&self) -> Option<(u128, bool)> {
+        let wheel = self.wheel_min;
+        match self.far.peek() {
+            Some(&Reverse(far)) if far < wheel => Some((far, false)),
+            _ if wheel != u128::MAX => Some((wheel, true)),
+            _ => None,
+        }
     }
 
     pub(super) fn peek(&self) -> Option<(u64, Event)> {
-        let key = self.first();
-        (key != u128::MAX).then(|| ((key >> 64) as u64, self.nodes[key as u32 as usize].event))
+        self.first()
+            .map(|(key, _)| ((key >> 64) as u64, self.nodes[key as u32 as usize].event))
     }
 
     pub(super) fn pop(&mut self) -> Option<(u64, Event)> {
@@ -154,20 +155,19 @@ impl EventQueue {
     /// The earliest pending event, taken from the queue, if it is at or before `last_ns`.
     #[inline]
     pub(super) fn pop_until(&mut self, last_ns: u64) -> Option<(u64, Event)> {
-        let key = self.first();
+        let (key, in_wheel) = self.first()?;
         let time = (key >> 64) as u64;
-        if key == u128::MAX || time > last_ns {
+        if time > last_ns {
             return None;
         }
         let slot = key as u32;
         // Every pending event is at or after this one: the window may start here.
         self.base = self.base.max(time >> BUCKET_SHIFT);
-        if key == self.wheel_min {
+        if in_wheel {
             let b = (time >> BUCKET_SHIFT) as usize % BUCKETS;
             debug_assert_eq!(self.heads[b], slot, "the wheel's minimum heads its bucket");
             let next = self.nodes[slot as usize].next;
             self.heads[b] = next;
-            self.wheel_len -= 1;
             if next != NIL {
                 self.wheel_min = self.nodes[next as usize].key;
             } else {
@@ -188,7 +188,7 @@ impl EventQueue {
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.wheel_len == 0 && self.far.is_empty()
+        self.wheel_min == u128::MAX && self.far.is_empty()
     }
 
     /// Give the pending events sequence numbers 0, 1, ... in their present order. Each keeps
