@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,32 +217,35 @@ def test_cli_serves_until_sigterm_and_writes_the_summary(short_dir: Path) -> Non
     assert not sock.exists(), "the socket file is removed on shutdown"
 
 
-@pytest.mark.parametrize("method", ["__init__", "serve_forever"])
+@pytest.mark.parametrize(
+    ("method", "first", "then"),
+    [
+        ("__init__", "original(self, *args, **kwargs)", "signal_self()"),
+        ("serve_forever", "signal_self()", "return original(self, *args, **kwargs)"),
+    ],
+    ids=["as-construction-ends", "as-serving-begins"],
+)
 def test_a_sigterm_between_bind_and_serving_leaves_no_socket_file(
-    short_dir: Path, method: str
+    short_dir: Path, method: str, first: str, then: str
 ) -> None:
     # The socket file exists once the server is built; a script that waits for it may signal
     # before the server serves. The signal is sent exactly there: as the constructor ends
     # (the start is interrupted) or as serving begins (a clean stop with an empty summary).
     sock = short_dir / "s"
-    signal_self = (
-        f"    assert os.path.exists({str(sock)!r})\n    os.kill(os.getpid(), signal.SIGTERM)\n"
-    )
-    call = "    return original(self, *args, **kwargs)\n"
-    script = (
-        "import os, signal, sys\n"
-        "import ssdlab.serve\n"
-        "from ssdlab.cli import main\n"
-        f"original = ssdlab.serve.Server.{method}\n"
-        "def signalled(self, *args, **kwargs):\n"
-        + (
-            call.replace("return ", "") + signal_self
-            if method == "__init__"
-            else signal_self + call
-        )
-        + f"ssdlab.serve.Server.{method} = signalled\n"
-        "sys.exit(main(sys.argv[1:]))\n"
-    )
+    script = textwrap.dedent(f"""\
+        import os, signal, sys
+        import ssdlab.serve
+        from ssdlab.cli import main
+        original = ssdlab.serve.Server.{method}
+        def signal_self():
+            assert os.path.exists({str(sock)!r})
+            os.kill(os.getpid(), signal.SIGTERM)
+        def signalled(self, *args, **kwargs):
+            {first}
+            {then}
+        ssdlab.serve.Server.{method} = signalled
+        sys.exit(main(sys.argv[1:]))
+    """)
     command = [
         sys.executable, "-c", script, "serve", "slc", *set_args(), "--socket", str(sock),
         "--clock", "virtual", "--output-format", "json",
