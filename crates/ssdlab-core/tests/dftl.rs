@@ -291,3 +291,41 @@ fn the_request_log_has_each_requests_translation_work_event_engine() {
         "{totals:?}"
     );
 }
+
+/// Where little space is spare, a translation page's program sets off a foreground GC step
+/// whose moves stale several more translation pages, each of whose programs does the same:
+/// the cascade of GC updates must end (written back once per staling, it grew without end and
+/// overflowed the stack), with every page's data intact and the FTL's invariants kept.
+#[test]
+fn gc_translation_updates_end_where_little_space_is_spare() {
+    let mut dev = device(
+        &[
+            ("geometry.channels", "4"),
+            ("geometry.chips_per_channel", "2"),
+            ("geometry.planes_per_die", "2"),
+            ("geometry.blocks_per_plane", "64"),
+        ],
+        false,
+    );
+    dev.precondition(ssdlab_core::PreconditionOptions {
+        max_random_passes: 1.0,
+        steady_tolerance: 0.05,
+    })
+    .unwrap();
+    let pages = dev.logical_bytes() / 4096;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+    let requests = (0..60_000)
+        .map(|_| {
+            let op = if rng.gen_bool(0.3) {
+                Op::Read
+            } else {
+                Op::Write
+            };
+            request(op, rng.gen_range(0..pages))
+        })
+        .collect();
+    common::closed_run(&mut dev, requests, 32);
+    dev.ftl().check_invariants().unwrap();
+    let d = &dev.ssd_json()["dftl"];
+    assert!(d["gc_translation_updates"].as_u64().unwrap() > 0, "{d}");
+}

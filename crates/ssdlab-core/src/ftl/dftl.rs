@@ -164,6 +164,8 @@ pub struct DftlFtl {
     stripe_order: Vec<u32>,
     /// Translation pages a GC step made stale (reused scratch).
     stale_pages: Vec<u64>,
+    /// Per translation page: waiting in a cascade of GC updates (`update_on_flash`).
+    awaiting_update: Vec<bool>,
     /// Translation pages made stale by GC during a host write, written back at the start of
     /// the next FTL call: written at once, their own GC could move the host page whose data
     /// the device has not stored yet.
@@ -196,6 +198,7 @@ impl DftlFtl {
             stripe_cursor: 0,
             stripe_order: geo.stripe_order.clone(),
             stale_pages: Vec::new(),
+            awaiting_update: vec![false; translation_pages as usize],
             deferred: Vec::new(),
         }
     }
@@ -227,8 +230,24 @@ impl DftlFtl {
     }
 
     /// Write translation page `t` back with every dirty cached entry of it (they become
-    /// clean): read the page on flash (the entries not cached), program the merged page.
+    /// clean), then the translation pages that the GC making room for its program left stale
+    /// (see [`DftlFtl::update_on_flash`]).
     fn write_back(&mut self, t: u64, now_ns: u64, ops: &mut Vec<FlashOp>) -> Result<(), FtlError> {
+        let from = self.write_back_page(t, now_ns, ops)?;
+        let mut stale = Vec::new();
+        self.collect_stale(from, ops, &mut stale);
+        self.update_on_flash(stale, now_ns, ops)
+    }
+
+    /// Write translation page `t` back alone: read the page on flash (the entries not
+    /// cached), program the merged page. Returns where the ops of its program (and of the GC
+    /// that made room for it) start.
+    fn write_back_page(
+        &mut self,
+        t: u64,
+        now_ns: u64,
+        ops: &mut Vec<FlashOp>,
+    ) -> Result<usize, FtlError> {
         let first = t * self.entries_per_page;
         let last = (first + self.entries_per_page).min(self.data_units);
         for unit in first..last {
@@ -242,13 +261,14 @@ impl DftlFtl {
     }
 
     /// Program translation page `t` at a new location (its handle's frontier on the next plane
-    /// of the stripe); GC that makes room goes into `ops`, then the program.
+    /// of the stripe); GC that makes room goes into `ops`, then the program. Returns where
+    /// those ops start.
     fn program_translation_page(
         &mut self,
         t: u64,
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
-    ) -> Result<(), FtlError> {
+    ) -> Result<usize, FtlError> {
         let plane = self.stripe_order[self.stripe_cursor];
         self.stripe_cursor = (self.stripe_cursor + 1) % self.stripe_order.len();
         let from = ops.len();
@@ -264,7 +284,7 @@ impl DftlFtl {
         )?;
         self.counters.translation_writes += 1;
         ops.push(FlashOp::TranslationProgram { ppa: outcome.new });
-        self.after_gc(from, now_ns, ops, false)
+        Ok(from)
     }
 
     /// GC moved data pages (ops from `from` on): update their entries, in the CMT if cached,
@@ -276,8 +296,22 @@ impl DftlFtl {
         ops: &mut Vec<FlashOp>,
         defer: bool,
     ) -> Result<(), FtlError> {
-        let mut stale = std::mem::take(&mut self.stale_pages);
-        stale.clear();
+        if defer {
+            let mut stale = std::mem::take(&mut self.stale_pages);
+            stale.clear();
+            self.collect_stale(from, ops, &mut stale);
+            self.deferred.extend_from_slice(&stale);
+            self.stale_pages = stale;
+            return Ok(());
+        }
+        let mut stale = Vec::new();
+        self.collect_stale(from, ops, &mut stale);
+        self.update_on_flash(stale, now_ns, ops)
+    }
+
+    /// The translation pages that GC moves in `ops[from..]` left stale, into `stale` (sorted,
+    /// each once); moved units whose entries are cached only make them dirty.
+    fn collect_stale(&mut self, from: usize, ops: &[FlashOp], stale: &mut Vec<u64>) {
         for op in &ops[from..] {
             let dst = match *op {
                 FlashOp::Move { dst, .. } | FlashOp::MoveUnit { dst, .. } => dst,
@@ -298,18 +332,58 @@ impl DftlFtl {
         }
         stale.sort_unstable();
         stale.dedup();
-        if defer {
-            self.deferred.extend_from_slice(&stale);
-            self.stale_pages = stale;
-            return Ok(());
+    }
+
+    /// Write back the stale translation pages `pages` (GC updates), each followed by the pages
+    /// that the GC making room for its program left stale in turn, before the next: depth
+    /// first, in the order of nested calls, on a list of levels rather than the call stack. A
+    /// page already waiting in the cascade is not queued again: its write-back, when its turn
+    /// comes, carries every entry moved by then. Where little space is spare, each translation
+    /// page programmed sets off a GC step that stales several more; written once per staling,
+    /// the cascade grew without end (and overflowed the stack as a recursion).
+    fn update_on_flash(
+        &mut self,
+        pages: Vec<u64>,
+        now_ns: u64,
+        ops: &mut Vec<FlashOp>,
+    ) -> Result<(), FtlError> {
+        for &t in &pages {
+            self.awaiting_update[t as usize] = true;
         }
-        let pages = stale.clone();
-        self.stale_pages = stale;
-        for t in pages {
+        // Each level: its pages and the index of the next one to write back.
+        let mut levels = vec![(pages, 0usize)];
+        let mut result = Ok(());
+        while let Some(level) = levels.last_mut() {
+            let Some(&t) = level.0.get(level.1) else {
+                levels.pop();
+                continue;
+            };
+            level.1 += 1;
+            if !std::mem::replace(&mut self.awaiting_update[t as usize], false) {
+                continue; // written back already, within a deeper level
+            }
             self.counters.gc_translation_updates += 1;
-            self.write_back(t, now_ns, ops)?;
+            let from = match self.write_back_page(t, now_ns, ops) {
+                Ok(from) => from,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            let mut stale = Vec::new();
+            self.collect_stale(from, ops, &mut stale);
+            stale.retain(|&t| !std::mem::replace(&mut self.awaiting_update[t as usize], true));
+            if !stale.is_empty() {
+                levels.push((stale, 0));
+            }
         }
-        Ok(())
+        // On an error the pages still waiting are left stale, as before.
+        for (pages, next) in &levels {
+            for &t in &pages[*next..] {
+                self.awaiting_update[t as usize] = false;
+            }
+        }
+        result
     }
 
     /// Bring `unit`'s entry into the CMT (a hit or a miss), charging CPU and flash work.
