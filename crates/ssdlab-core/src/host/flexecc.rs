@@ -238,7 +238,7 @@ impl Device {
     /// Flip one bit of the page holding the logical unit at byte `offset` (a planned
     /// corruption, `flexecc.injection = "points"`); false if nothing is stored there.
     pub fn inject_bit_flip(&mut self, offset: u64) -> bool {
-        let Some(pu) = self.ftl.mapped(offset / self.unit_bytes) else {
+        let Some(pu) = self.ftl.mapped(self.unit_of(offset)) else {
             return false;
         };
         match self.ftl.flex_pages_mut() {
@@ -258,7 +258,7 @@ impl Device {
 
     /// The placement handle of the block holding the logical unit at byte `offset`.
     pub fn block_handle_of_offset(&self, offset: u64) -> Option<u32> {
-        let pu = self.ftl.mapped(offset / self.unit_bytes)?;
+        let pu = self.ftl.mapped(self.unit_of(offset))?;
         Some(self.ftl.block_handle_of(pu))
     }
 

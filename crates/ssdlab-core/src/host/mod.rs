@@ -185,8 +185,11 @@ pub struct Device {
     timeline: Timeline,
     allocator: Box<dyn PlaneAllocator>,
     store: Option<UnitStore>,
-    /// Bytes of a mapping unit, and log2 of the units per page.
+    /// Bytes of a mapping unit and their log2 (units are a power of two: a request's units
+    /// come from shifts, not from 64-bit divisions, which cost tens of cycles on some cores),
+    /// and log2 of the units per page.
     unit_bytes: u64,
+    unit_bytes_log2: u32,
     unit_shift: u32,
     /// Host pages of the write frontiers still filling (their units wait in the controller's
     /// staging buffer), with the time the data of their units is all there, encoded.
@@ -215,8 +218,10 @@ pub struct Device {
     scratch_ppas: Vec<u32>,
     groups: Vec<(u64, u64)>,
     bg_cursor: u32,
-    /// Host-link time of one full page (the common case, without a division).
+    /// Host-link time of one full page and of one mapping unit (the common cases, without a
+    /// division).
     page_link_ns: u64,
+    unit_link_ns: u64,
     work: RequestWork,
     /// DFTL's (hits, misses) when the last request's work was noted.
     mapping_cache_seen: (u64, u64),
@@ -256,10 +261,12 @@ impl Device {
         let mut derived = config.derived();
         flexecc::adjust_derived(&config, &mut derived);
         let geo = Geometry::new(&config, &derived);
-        let page_link_ns = match config.host.link_mbps {
+        let link_ns_of = |bytes: u64| match config.host.link_mbps {
             0 => 0,
-            mbps => (config.geometry.page_size_bytes as u64 * 1000).div_ceil(mbps),
+            mbps => (bytes * 1000).div_ceil(mbps),
         };
+        let page_link_ns = link_ns_of(config.geometry.page_size_bytes as u64);
+        let unit_link_ns = link_ns_of(derived.mapping_unit_bytes as u64);
         let ftl = build_ftl(&config, &geo, &derived);
         let timeline = Timeline::new(
             derived.dies,
@@ -273,6 +280,7 @@ impl Device {
             placement: PlacementTable::new(&config.placement),
             store: store_data.then(|| UnitStore::new(derived.mapping_unit_bytes as usize)),
             unit_bytes: derived.mapping_unit_bytes as u64,
+            unit_bytes_log2: derived.mapping_unit_bytes.trailing_zeros(),
             unit_shift: derived.units_per_page.trailing_zeros(),
             staged: BTreeMap::new(),
             active_plane: vec![u32::MAX; config.placement.handles as usize],
@@ -305,6 +313,7 @@ impl Device {
             groups: Vec::with_capacity(64),
             bg_cursor: 0,
             page_link_ns,
+            unit_link_ns,
             work: RequestWork::default(),
             mapping_cache_seen: (0, 0),
             sea: SeaReceived::default(),
@@ -361,6 +370,9 @@ impl Device {
 
     #[inline]
     fn link_ns(&self, bytes: u64) -> u64 {
+        if bytes == self.unit_bytes {
+            return self.unit_link_ns;
+        }
         if bytes == self.page_size() as u64 {
             return self.page_link_ns;
         }
@@ -490,7 +502,7 @@ impl Device {
         if honor {
             self.check_sea_handles()?;
         }
-        let (first, units) = span_count_bytes(offset, length, self.unit_bytes);
+        let (first, units) = self.unit_span(offset, length);
         self.sea.predicted_units += units;
         if honor {
             for unit in first..first + units {
@@ -532,7 +544,7 @@ impl Device {
         let length = out.len() as u64;
         self.check_extent("peek", offset, length)?;
         let store = self.store.as_ref().ok_or(DeviceError::NoDataStore)?;
-        let (first, units) = span_count_bytes(offset, length, self.unit_bytes);
+        let (first, units) = self.unit_span(offset, length);
         for unit in first..first + units {
             let start = unit * self.unit_bytes;
             let lo = offset.max(start);
@@ -569,11 +581,27 @@ impl Device {
         Ok(())
     }
 
+    /// The mapping unit holding byte `offset`.
+    #[inline]
+    fn unit_of(&self, offset: u64) -> u64 {
+        offset >> self.unit_bytes_log2
+    }
+
+    /// The first mapping unit that bytes `offset..offset + length` touch, and how many.
+    #[inline]
+    fn unit_span(&self, offset: u64, length: u64) -> (u64, u64) {
+        let first = self.unit_of(offset);
+        if length == 0 {
+            return (first, 0);
+        }
+        (first, self.unit_of(offset + length - 1) - first + 1)
+    }
+
     /// Speed hint from the run loop: `req` will be issued soon. Stage 1 fetches its mapping
     /// entry, stage 2 (later) the entries that depend on it.
     #[inline]
     pub(crate) fn prefetch_request(&self, req: &HostRequest, dependent: bool) {
-        let unit = req.offset / self.unit_bytes;
+        let unit = self.unit_of(req.offset);
         if unit >= self.derived.logical_units {
             return;
         }
@@ -642,7 +670,7 @@ impl Device {
     /// The request's first logical mapping unit and unit count, and when the device CPU has
     /// handled it (per request and per page spanned), for a request issued at `issue_ns`.
     fn split_and_charge_cpu(&mut self, req: &HostRequest, issue_ns: u64) -> (u64, u64, u64) {
-        let (first_unit, units) = span_count(req, self.unit_bytes);
+        let (first_unit, units) = self.unit_span(req.offset, req.length);
         let cpu = &self.config.controller;
         let mut start = issue_ns;
         if cpu.cpu_ns_per_request > 0 || cpu.cpu_ns_per_page > 0 {
@@ -1647,20 +1675,18 @@ pub(crate) fn series_counters(ftl: &dyn Ftl) -> SeriesCounters {
     ]
 }
 
-/// The first mapping unit (or page) of `unit_bytes` that `req` touches, and how many.
+/// The first page of `page_bytes` that `req` touches, and how many (pages need not be a
+/// power of two; mapping units are, see [`Device::unit_span`]).
 #[inline]
-fn span_count(req: &HostRequest, unit_bytes: u64) -> (u64, u64) {
-    span_count_bytes(req.offset, req.length, unit_bytes)
-}
-
-/// The first unit of `unit_bytes` that bytes `offset..offset + length` touch, and how many.
-#[inline]
-fn span_count_bytes(offset: u64, length: u64, unit_bytes: u64) -> (u64, u64) {
-    let first = offset / unit_bytes;
-    if length == 0 {
+fn span_count(req: &HostRequest, page_bytes: u64) -> (u64, u64) {
+    let first = req.offset / page_bytes;
+    if req.length == 0 {
         return (first, 0);
     }
-    (first, (offset + length - 1) / unit_bytes - first + 1)
+    (
+        first,
+        (req.offset + req.length - 1) / page_bytes - first + 1,
+    )
 }
 
 /// Byte range [lo, hi) of unit (or page) `lpa` of `page` bytes that request `req` covers,
