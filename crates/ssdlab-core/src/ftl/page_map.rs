@@ -31,7 +31,7 @@ use super::segments::{SeaState, Segments};
 use super::{FlashOp, Ftl, FtlCounters, FtlError, Purpose, UnitWrite, WriteOutcome};
 use crate::config::Config;
 use crate::ecc::flex::FlexPages;
-use crate::gc::destination::{gc_destination, FreeBlocks, GcDestination};
+use crate::gc::destination::{gc_destination, FreeBlocks, GcDestination, MostFree};
 use crate::gc::{victim_policy, BlockState, PlaneView, VictimPolicy};
 use crate::nand::prefetch::prefetch;
 use crate::nand::table::{huge_table, huge_zeroed_table};
@@ -739,8 +739,19 @@ impl PageMapFtl {
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
     ) -> Result<bool, FtlError> {
-        let job = match self.gc_jobs[plane as usize] {
-            Some(job) => job,
+        let mut job = match self.gc_jobs[plane as usize] {
+            Some(mut job) => {
+                if job.destination != plane
+                    && self.free[job.destination as usize] as usize <= self.foreign_gc_floor()
+                {
+                    // The other plane's free blocks ran low (other victims' data went there
+                    // too): the rest comes home, and what went there is programmed first.
+                    let handle = self.block_handle[job.victim as usize] as u32;
+                    self.pad_gc_frontiers(job.destination, handle, job.migrated, ops);
+                    job.destination = plane;
+                }
+                job
+            }
             None => {
                 let Some(index) = self.select_victim(plane, now_ns) else {
                     return Ok(false);
@@ -755,26 +766,35 @@ impl PageMapFtl {
                     planes: self.geo.planes,
                     keep: self.foreign_gc_floor(),
                 };
+                let mut destination = self.destination.choose(plane, &free);
+                // At the hard reserve with every block's data valid, collecting in place
+                // frees nothing: the plane holds more live data than it can (a static stripe
+                // can send a plane more than its share). Only sending the victim's data to
+                // another plane frees a block, whatever the policy: to the one with the most
+                // free blocks, if it has one beyond its own hard reserve and the block this
+                // takes (it is then below its watermark, and its own GC, which has invalid
+                // data to reclaim, makes the room back).
+                if destination == plane
+                    && self.free[plane as usize] as usize <= GC_RESERVE_BLOCKS
+                    && self.valid_units[victim as usize] == self.units_per_block
+                {
+                    let rescue = FreeBlocks {
+                        keep: GC_RESERVE_BLOCKS + 1,
+                        ..free
+                    };
+                    destination = MostFree.choose(plane, &rescue);
+                }
                 GcJob {
                     victim,
-                    destination: self.destination.choose(plane, &free),
+                    destination,
                     next_offset: 0,
                     migrated: false,
                 }
             }
         };
-        let mut job = job;
         let victim = job.victim;
         let v = victim as usize;
         let handle = self.block_handle[v] as u32;
-        if job.destination != plane
-            && self.free[job.destination as usize] as usize <= self.foreign_gc_floor()
-        {
-            // The other plane's free blocks ran low (other victims' data went there too): the
-            // rest comes home, and what went there is programmed first.
-            self.pad_gc_frontiers(job.destination, handle, job.migrated, ops);
-            job.destination = plane;
-        }
         let first = self.first_unit(victim);
         let per_page = self.units_per_page();
         // Gather this step's valid units first (whole source pages), then update their random
