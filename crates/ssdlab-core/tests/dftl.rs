@@ -46,6 +46,21 @@ fn random_reads(pages: u64, n: usize, seed: u64) -> Vec<HostRequest> {
         .collect()
 }
 
+/// `n` uniform random page requests, 30 % reads and 70 % writes.
+fn random_mix(pages: u64, n: usize, seed: u64) -> Vec<HostRequest> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    (0..n)
+        .map(|_| {
+            let op = if rng.gen_bool(0.3) {
+                Op::Read
+            } else {
+                Op::Write
+            };
+            request(op, rng.gen_range(0..pages))
+        })
+        .collect()
+}
+
 fn closed_form(fraction: f64, scheduler: &str) {
     let f = fraction.to_string();
     let mut dev = device(
@@ -168,18 +183,7 @@ fn dftl_runs_are_deterministic() {
     let once = || {
         let mut dev = device(&[("ftl.dftl_cached_fraction", "0.05")], false);
         let pages = dev.logical_bytes() / 4096;
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
-        let requests = (0..3 * pages)
-            .map(|_| {
-                let op = if rng.gen_bool(0.3) {
-                    Op::Read
-                } else {
-                    Op::Write
-                };
-                request(op, rng.gen_range(0..pages))
-            })
-            .collect();
-        run(&mut dev, requests);
+        run(&mut dev, random_mix(pages, 3 * pages as usize, 9));
         dev.ssd_json()
     };
     assert_eq!(once(), once());
@@ -313,18 +317,7 @@ fn gc_translation_updates_end_where_little_space_is_spare() {
     })
     .unwrap();
     let pages = dev.logical_bytes() / 4096;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
-    let requests = (0..60_000)
-        .map(|_| {
-            let op = if rng.gen_bool(0.3) {
-                Op::Read
-            } else {
-                Op::Write
-            };
-            request(op, rng.gen_range(0..pages))
-        })
-        .collect();
-    common::closed_run(&mut dev, requests, 32);
+    common::closed_run(&mut dev, random_mix(pages, 60_000, 7), 32);
     dev.ftl().check_invariants().unwrap();
     let d = &dev.ssd_json()["dftl"];
     assert!(d["gc_translation_updates"].as_u64().unwrap() > 0, "{d}");
