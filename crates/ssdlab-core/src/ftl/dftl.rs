@@ -234,9 +234,7 @@ impl DftlFtl {
     /// (see [`DftlFtl::update_on_flash`]).
     fn write_back(&mut self, t: u64, now_ns: u64, ops: &mut Vec<FlashOp>) -> Result<(), FtlError> {
         let from = self.write_back_page(t, now_ns, ops)?;
-        let mut stale = Vec::new();
-        self.collect_stale(from, ops, &mut stale);
-        self.update_on_flash(stale, now_ns, ops)
+        self.after_gc(from, now_ns, ops, false)
     }
 
     /// Write translation page `t` back alone: read the page on flash (the entries not
