@@ -2,6 +2,8 @@
 //! mode against a shadow copy of the logical space, with the accounting invariants checked at
 //! the end. A failure prints the seed that replays it.
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use ssdlab_core::request::{SeaClass, WriteLife};
@@ -350,37 +352,34 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
 /// the write failed with "device full".
 #[test]
 fn a_plane_that_a_static_stripe_overfills_is_collected_into_another() {
-    let overrides: Vec<(String, String)> = [
-        ("cell.type", "\"slc\""),
-        ("geometry.channels", "2"),
-        ("geometry.chips_per_channel", "2"),
-        ("geometry.dies_per_chip", "1"),
-        ("geometry.planes_per_die", "2"),
-        ("geometry.blocks_per_plane", "96"),
-        ("geometry.pages_per_block", "64"),
-        ("geometry.page_size_bytes", "4096"),
-        ("geometry.over_provisioning", "0.25"),
-        ("placement.allocation", "static"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    let mut dev = Device::from_toml("", "static stripe", &overrides, 98, true).unwrap();
+    let mut dev = common::device(
+        &[&[
+            ("cell.type", "\"slc\""),
+            ("geometry.channels", "2"),
+            ("geometry.chips_per_channel", "2"),
+            ("geometry.dies_per_chip", "1"),
+            ("geometry.planes_per_die", "2"),
+            ("geometry.blocks_per_plane", "96"),
+            ("geometry.pages_per_block", "64"),
+            ("geometry.page_size_bytes", "4096"),
+            ("geometry.over_provisioning", "0.25"),
+            ("placement.allocation", "static"),
+        ]],
+        98,
+        true,
+    );
     let bytes = dev.logical_bytes();
     let mut shadow = vec![0u8; bytes as usize];
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(98);
     let mut write = |dev: &mut Device, offset: u64, length: u64, shadow: &mut Vec<u8>| {
         let data: Vec<u8> = (0..length).map(|_| rng.gen()).collect();
         shadow[offset as usize..(offset + length) as usize].copy_from_slice(&data);
-        let req = HostRequest {
-            arrival_ns: None,
-            op: Op::Write,
-            offset,
-            length,
-            hint: Hint::default(),
-        };
-        dev.submit(&req, Some(&data), None)
-            .unwrap_or_else(|e| panic!("write of {length} B at {offset}: {e}"));
+        dev.submit(
+            &HostRequest::new(Op::Write, offset, length),
+            Some(&data),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("write of {length} B at {offset}: {e}"));
     };
     // Fill, then two sequential passes of 1 KiB writes.
     for offset in (0..bytes).step_by(4096) {
@@ -392,14 +391,12 @@ fn a_plane_that_a_static_stripe_overfills_is_collected_into_another() {
     dev.ftl().check_invariants().unwrap();
     let mut out = vec![0u8; 4096];
     for offset in (0..bytes).step_by(4096) {
-        let req = HostRequest {
-            arrival_ns: None,
-            op: Op::Read,
-            offset,
-            length: 4096,
-            hint: Hint::default(),
-        };
-        dev.submit(&req, None, Some(&mut out)).unwrap();
+        dev.submit(
+            &HostRequest::new(Op::Read, offset, 4096),
+            None,
+            Some(&mut out),
+        )
+        .unwrap();
         assert!(
             out == shadow[offset as usize..offset as usize + 4096],
             "offset {offset}"
