@@ -205,7 +205,7 @@ def test_fio_load_eight_connections_with_verify(nbd_server: StartServer) -> None
     Each job owns one 32 MiB region, so the data stays bounded (256 MiB); fio exits non-zero
     and reports an error on the first mismatch (verify_fatal).
     """
-    seconds = int(os.environ.get(LOAD_SECONDS_ENV, "60"))
+    seconds = int(os.environ.get(LOAD_SECONDS_ENV, "20"))
     server = nbd_server()
     fio = run_fio(
         server,
