@@ -10,8 +10,8 @@ The server under test is ``ssdlab serve``. ``SSDLAB_NBD_SERVER`` picks another o
 
 Other knobs: ``SSDLAB_NBD_CONFIG`` (the device of ``ssdlab serve``, default ``noftl``),
 ``SSDLAB_NBD_CLOCK`` (``--clock`` for the tests that do not need one; unset leaves the server's
-default) and ``SSDLAB_NBD_LOAD_SECONDS`` (the load test's duration, default 20; set it to 600 or more for a
-soak run).
+default) and ``SSDLAB_NBD_LOAD_SECONDS`` (the load test's duration, default 20; 600 or more for
+a soak run).
 
 Every subprocess has a timeout. A client that fails or hangs fails the test with its own output
 and the tail of the server's stderr.
