@@ -322,3 +322,43 @@ fn gc_translation_updates_end_where_little_space_is_spare() {
     let d = &dev.ssd_json()["dftl"];
     assert!(d["gc_translation_updates"].as_u64().unwrap() > 0, "{d}");
 }
+
+/// The translation pages a GC step leaves stale are part of that GC's work: written back
+/// where a plane has room, they start no GC of their own. Here (1 % of the mapping cached,
+/// whole victims per GC step, sequential 128 KiB writes after a random fill) each of their
+/// programs once started a foreground GC step that staled as many pages as it wrote: the
+/// cascade never ended and the first requests after the fill never completed.
+#[test]
+fn gc_translation_updates_start_no_gc_of_their_own() {
+    let json = common::within(120, || {
+        let mut dev = device(
+            &[
+                ("geometry.chips_per_channel", "2"),
+                ("geometry.channels", "1"),
+                ("geometry.planes_per_die", "2"),
+                ("geometry.blocks_per_plane", "96"),
+                ("geometry.over_provisioning", "0.25"),
+                ("ftl.dftl_cached_fraction", "0.01"),
+                ("ftl.gc_step_pages", "1000"),
+                ("controller.write_buffer_pages", "64"),
+                ("controller.scheduler", "fcfs"),
+            ],
+            false,
+        );
+        dev.precondition(ssdlab_core::PreconditionOptions {
+            max_random_passes: 1.0,
+            steady_tolerance: 0.05,
+        })
+        .unwrap();
+        let chunk = 128 * 1024;
+        let chunks = dev.logical_bytes() / chunk;
+        let requests = (0..2 * chunks)
+            .map(|i| HostRequest::new(Op::Write, i % chunks * chunk, chunk))
+            .collect();
+        common::closed_run(&mut dev, requests, 4);
+        dev.ftl().check_invariants().unwrap();
+        dev.ssd_json()
+    });
+    let updates = json["dftl"]["gc_translation_updates"].as_u64().unwrap();
+    assert!(updates > 0, "{}", json["dftl"]);
+}

@@ -31,6 +31,7 @@ use crate::config::{Config, DftlVictimSearch};
 use crate::nand::Geometry;
 use crate::placement::HandleCounters;
 use serde::Serialize;
+use std::collections::VecDeque;
 
 const NONE: u32 = u32::MAX;
 
@@ -164,8 +165,10 @@ pub struct DftlFtl {
     stripe_order: Vec<u32>,
     /// Translation pages a GC step made stale (reused scratch).
     stale_pages: Vec<u64>,
-    /// Per translation page: waiting in a cascade of GC updates (`update_on_flash`).
-    awaiting_update: Vec<bool>,
+    /// Per translation page: queued for a GC update (`update_on_flash`).
+    update_queued: Vec<bool>,
+    /// GC updates one call may write before the cascade counts as endless: the device's pages.
+    update_limit: u64,
     /// Translation pages made stale by GC during a host write, written back at the start of
     /// the next FTL call: written at once, their own GC could move the host page whose data
     /// the device has not stored yet.
@@ -198,7 +201,8 @@ impl DftlFtl {
             stripe_cursor: 0,
             stripe_order: geo.stripe_order.clone(),
             stale_pages: Vec::new(),
-            awaiting_update: vec![false; translation_pages as usize],
+            update_queued: vec![false; translation_pages as usize],
+            update_limit: geo.physical_pages,
             deferred: Vec::new(),
         }
     }
@@ -233,16 +237,17 @@ impl DftlFtl {
     /// clean), then the translation pages that the GC making room for its program left stale
     /// (see [`DftlFtl::update_on_flash`]).
     fn write_back(&mut self, t: u64, now_ns: u64, ops: &mut Vec<FlashOp>) -> Result<(), FtlError> {
-        let from = self.write_back_page(t, now_ns, ops)?;
+        let from = self.write_back_page(t, false, now_ns, ops)?;
         self.after_gc(from, now_ns, ops, false)
     }
 
     /// Write translation page `t` back alone: read the page on flash (the entries not
-    /// cached), program the merged page. Returns where the ops of its program (and of the GC
-    /// that made room for it) start.
+    /// cached), program the merged page (see [`DftlFtl::program_translation_page`]). Returns
+    /// where the ops of its program (and of the GC that made room for it) start.
     fn write_back_page(
         &mut self,
         t: u64,
+        gc_update: bool,
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
     ) -> Result<usize, FtlError> {
@@ -255,31 +260,51 @@ impl DftlFtl {
             }
         }
         self.read_translation_page(t, ops);
-        self.program_translation_page(t, now_ns, ops)
+        self.program_translation_page(t, gc_update, now_ns, ops)
     }
 
-    /// Program translation page `t` at a new location (its handle's frontier on the next plane
-    /// of the stripe); GC that makes room goes into `ops`, then the program. Returns where
-    /// those ops start.
+    /// Program translation page `t` at a new location, its handle's frontier on the next plane
+    /// of the stripe; GC that makes room goes into `ops`, then the program. Returns where those
+    /// ops start.
+    ///
+    /// A `gc_update` (entries GC moved) is part of that GC's work and starts no foreground GC
+    /// step, as GC's own copies do not: it goes to the next plane of the stripe that has room
+    /// without GC. Only where none has does it take the stripe's plane, whose allocation then
+    /// collects whole victims at the hard reserve.
     fn program_translation_page(
         &mut self,
         t: u64,
+        gc_update: bool,
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
     ) -> Result<usize, FtlError> {
-        let plane = self.stripe_order[self.stripe_cursor];
-        self.stripe_cursor = (self.stripe_cursor + 1) % self.stripe_order.len();
+        let planes = self.stripe_order.len();
+        let mut cursor = self.stripe_cursor;
+        if gc_update {
+            let handle = self.translation_handle;
+            let inner = &self.inner;
+            let order = &self.stripe_order;
+            if let Some(offset) = (0..planes)
+                .find(|&i| inner.has_room_without_gc(order[(cursor + i) % planes], handle))
+            {
+                cursor = (cursor + offset) % planes;
+            }
+        }
+        let plane = self.stripe_order[cursor];
+        self.stripe_cursor = (cursor + 1) % planes;
         let from = ops.len();
-        let outcome = self.inner.write(
-            UnitWrite {
-                unit: self.data_units + t,
-                handle: self.translation_handle,
-                plane,
-                now_ns,
-                host_bytes: 0,
-            },
-            ops,
-        )?;
+        let write = UnitWrite {
+            unit: self.data_units + t,
+            handle: self.translation_handle,
+            plane,
+            now_ns,
+            host_bytes: 0,
+        };
+        let outcome = if gc_update {
+            self.inner.write_without_foreground_gc(write, ops)?
+        } else {
+            self.inner.write(write, ops)?
+        };
         self.counters.translation_writes += 1;
         ops.push(FlashOp::TranslationProgram { ppa: outcome.new });
         Ok(from)
@@ -294,17 +319,17 @@ impl DftlFtl {
         ops: &mut Vec<FlashOp>,
         defer: bool,
     ) -> Result<(), FtlError> {
-        if defer {
-            let mut stale = std::mem::take(&mut self.stale_pages);
-            stale.clear();
-            self.collect_stale(from, ops, &mut stale);
-            self.deferred.extend_from_slice(&stale);
-            self.stale_pages = stale;
-            return Ok(());
-        }
-        let mut stale = Vec::new();
+        let mut stale = std::mem::take(&mut self.stale_pages);
+        stale.clear();
         self.collect_stale(from, ops, &mut stale);
-        self.update_on_flash(stale, now_ns, ops)
+        let result = if defer {
+            self.deferred.extend_from_slice(&stale);
+            Ok(())
+        } else {
+            self.update_on_flash(&stale, now_ns, ops)
+        };
+        self.stale_pages = stale;
+        result
     }
 
     /// The translation pages that GC moves in `ops[from..]` left stale, into `stale` (sorted,
@@ -332,54 +357,54 @@ impl DftlFtl {
         stale.dedup();
     }
 
-    /// Write back the stale translation pages `pages` (GC updates), each followed by the pages
-    /// that the GC making room for its program left stale in turn, before the next: depth
-    /// first, in the order of nested calls, on a list of levels rather than the call stack. A
-    /// page already waiting in the cascade is not queued again: its write-back, when its turn
-    /// comes, carries every entry moved by then. Where little space is spare, each translation
-    /// page programmed sets off a GC step that stales several more; written once per staling,
-    /// the cascade grew without end (and overflowed the stack as a recursion).
+    /// Write back the translation pages `pages` that GC left stale (GC updates), then those
+    /// that GC at the hard reserve, making room for one of them, left stale in turn. A page
+    /// already queued is not queued again: its write-back carries every entry moved by then.
+    ///
+    /// Where little space is spare such a cascade may never end: each victim collected moves
+    /// entries of more translation pages than the block it frees can hold. No request can
+    /// need more write-backs than the device has pages, so that many is an error, not a hang.
     fn update_on_flash(
         &mut self,
-        pages: Vec<u64>,
+        pages: &[u64],
         now_ns: u64,
         ops: &mut Vec<FlashOp>,
     ) -> Result<(), FtlError> {
-        for &t in &pages {
-            self.awaiting_update[t as usize] = true;
+        let mut queue: VecDeque<u64> = VecDeque::with_capacity(pages.len());
+        for &t in pages {
+            if !std::mem::replace(&mut self.update_queued[t as usize], true) {
+                queue.push_back(t);
+            }
         }
-        // Each level: its pages and the index of the next one to write back.
-        let mut levels = vec![(pages, 0usize)];
+        let mut written = 0u64;
+        let mut stale = Vec::new();
         let mut result = Ok(());
-        while let Some(level) = levels.last_mut() {
-            let Some(&t) = level.0.get(level.1) else {
-                levels.pop();
-                continue;
-            };
-            level.1 += 1;
-            if !std::mem::replace(&mut self.awaiting_update[t as usize], false) {
-                continue; // written back already, within a deeper level
+        while let Some(t) = queue.pop_front() {
+            self.update_queued[t as usize] = false;
+            written += 1;
+            if written > self.update_limit {
+                result = Err(FtlError::NoSpaceForMapping);
+                break;
             }
             self.counters.gc_translation_updates += 1;
-            let from = match self.write_back_page(t, now_ns, ops) {
+            let from = match self.write_back_page(t, true, now_ns, ops) {
                 Ok(from) => from,
                 Err(e) => {
                     result = Err(e);
                     break;
                 }
             };
-            let mut stale = Vec::new();
+            stale.clear();
             self.collect_stale(from, ops, &mut stale);
-            stale.retain(|&t| !std::mem::replace(&mut self.awaiting_update[t as usize], true));
-            if !stale.is_empty() {
-                levels.push((stale, 0));
+            for &s in &stale {
+                if !std::mem::replace(&mut self.update_queued[s as usize], true) {
+                    queue.push_back(s);
+                }
             }
         }
-        // On an error the pages still waiting are left stale, as before.
-        for (pages, next) in &levels {
-            for &t in &pages[*next..] {
-                self.awaiting_update[t as usize] = false;
-            }
+        // On an error the pages still queued are left stale.
+        for t in queue {
+            self.update_queued[t as usize] = false;
         }
         result
     }
@@ -423,13 +448,10 @@ impl DftlFtl {
         let mut pages = std::mem::take(&mut self.deferred);
         pages.sort_unstable();
         pages.dedup();
-        for &t in &pages {
-            self.counters.gc_translation_updates += 1;
-            self.write_back(t, now_ns, ops)?;
-        }
+        let result = self.update_on_flash(&pages, now_ns, ops);
         pages.clear();
         self.deferred = pages;
-        Ok(())
+        result
     }
 
     pub fn dftl_counters(&self) -> DftlCounters {

@@ -26,6 +26,12 @@ use thiserror::Error;
 pub enum FtlError {
     #[error("device full: no free block in plane {plane} and no block GC could reclaim")]
     NoSpace { plane: u32 },
+    #[error(
+        "device full: the translation pages GC left stale kept starting more GC (one request \
+         wrote back more of them than the device has pages); give the device more spare space \
+         (geometry.over_provisioning) or cache more of the mapping (ftl.dftl_cached_fraction)"
+    )]
+    NoSpaceForMapping,
 }
 
 /// Why a flash command was issued.

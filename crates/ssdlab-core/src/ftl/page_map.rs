@@ -351,6 +351,73 @@ impl PageMapFtl {
         is_valid(&self.valid_bits, unit).then(|| lun as u64 - 1)
     }
 
+    /// Can `handle`'s host frontier in `plane` take a unit without any GC: its open block has
+    /// room, or the plane has a free block beyond the hard reserve?
+    pub fn has_room_without_gc(&self, plane: u32, handle: u32) -> bool {
+        let block = self.open[self.slot(plane, handle, HOST)];
+        (block != NONE && self.write_ptr[block as usize] < self.units_per_block)
+            || self.free[plane as usize] as usize > GC_RESERVE_BLOCKS
+    }
+
+    /// Write a unit as [`Ftl::write`] does, but without the foreground GC step: for writes that
+    /// are themselves GC's bookkeeping (DFTL's translation updates). With
+    /// [`PageMapFtl::has_room_without_gc`] true no GC runs at all; at the hard reserve the
+    /// allocation still collects whole victims, as every host frontier's does.
+    pub fn write_without_foreground_gc(
+        &mut self,
+        write: UnitWrite,
+        ops: &mut Vec<FlashOp>,
+    ) -> Result<WriteOutcome, FtlError> {
+        self.write_unit(write, false, ops)
+    }
+
+    #[inline]
+    fn write_unit(
+        &mut self,
+        write: UnitWrite,
+        foreground_gc: bool,
+        ops: &mut Vec<FlashOp>,
+    ) -> Result<WriteOutcome, FtlError> {
+        let UnitWrite {
+            unit,
+            handle,
+            plane,
+            now_ns,
+            host_bytes,
+        } = write;
+        let h = handle as usize;
+        if foreground_gc && self.at_page_start(plane, handle, HOST) {
+            self.foreground_gc(plane, now_ns, ops)?;
+        }
+        let slot = self.allocate(plane, handle, HOST, now_ns, ops)?;
+        // Read the old mapping only now: foreground GC above may have moved it.
+        let old = self.l2p[unit as usize];
+        if old != NONE {
+            self.invalidate(old);
+        }
+        self.l2p[unit as usize] = slot.unit;
+        set_valid(&mut self.valid_bits, slot.unit);
+        self.write_oob(slot.unit, unit as u32);
+        let block = self.block_of_unit(slot.unit);
+        self.valid_units[block] += 1;
+        self.last_write_ns[block] = now_ns;
+        self.counters.host_units_written += 1;
+        self.counters.host_bytes_written += host_bytes as u64;
+        self.segments.host_written(unit);
+        let counters = &mut self.handle_counters[h];
+        counters.host_bytes_written += host_bytes as u64;
+        if slot.fills_page {
+            counters.media_bytes_written += self.page_bytes;
+            self.counters.host_pages_programmed += 1;
+        }
+        Ok(WriteOutcome {
+            old: (old != NONE).then_some(old),
+            new: slot.unit,
+            opens_page: slot.opens_page,
+            fills_page: slot.fills_page,
+        })
+    }
+
     #[inline]
     fn slot(&self, plane: u32, handle: u32, kind: usize) -> usize {
         (plane as usize * self.handles as usize + handle as usize) * 2 + kind
@@ -968,44 +1035,7 @@ impl Ftl for PageMapFtl {
         write: UnitWrite,
         ops: &mut Vec<FlashOp>,
     ) -> Result<WriteOutcome, FtlError> {
-        let UnitWrite {
-            unit,
-            handle,
-            plane,
-            now_ns,
-            host_bytes,
-        } = write;
-        let h = handle as usize;
-        if self.at_page_start(plane, handle, HOST) {
-            self.foreground_gc(plane, now_ns, ops)?;
-        }
-        let slot = self.allocate(plane, handle, HOST, now_ns, ops)?;
-        // Read the old mapping only now: foreground GC above may have moved it.
-        let old = self.l2p[unit as usize];
-        if old != NONE {
-            self.invalidate(old);
-        }
-        self.l2p[unit as usize] = slot.unit;
-        set_valid(&mut self.valid_bits, slot.unit);
-        self.write_oob(slot.unit, unit as u32);
-        let block = self.block_of_unit(slot.unit);
-        self.valid_units[block] += 1;
-        self.last_write_ns[block] = now_ns;
-        self.counters.host_units_written += 1;
-        self.counters.host_bytes_written += host_bytes as u64;
-        self.segments.host_written(unit);
-        let counters = &mut self.handle_counters[h];
-        counters.host_bytes_written += host_bytes as u64;
-        if slot.fills_page {
-            counters.media_bytes_written += self.page_bytes;
-            self.counters.host_pages_programmed += 1;
-        }
-        Ok(WriteOutcome {
-            old: (old != NONE).then_some(old),
-            new: slot.unit,
-            opens_page: slot.opens_page,
-            fills_page: slot.fills_page,
-        })
+        self.write_unit(write, true, ops)
     }
 
     #[inline]

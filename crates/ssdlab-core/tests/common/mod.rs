@@ -75,3 +75,19 @@ pub fn try_closed_run(
         ramp_ns: None,
     })
 }
+
+/// `f`'s result, or a failed test if it has not returned within `seconds`: for runs that
+/// once never ended (the thread left running ends with the test process).
+pub fn within<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    match result.recv_timeout(std::time::Duration::from_secs(seconds)) {
+        Ok(value) => value,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("not done within {seconds} s: the run does not end")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("the run panicked"),
+    }
+}
