@@ -403,3 +403,39 @@ fn a_plane_that_a_static_stripe_overfills_is_collected_into_another() {
         );
     }
 }
+
+/// Random 128 KiB writes at QD 128 bring every plane to its hard reserve at once, one of them
+/// holding only valid data (other planes' GC sent it theirs). Its GC first collects in the
+/// plane with the most to reclaim until that plane can take a victim, then sends its own
+/// victim's data there. Before, the run stopped with "device full" and a quarter of the
+/// device spare.
+#[test]
+fn a_plane_of_valid_data_among_planes_at_their_reserve_gets_room_made_elsewhere() {
+    let mut dev = common::preset_device(
+        "melded-16x4",
+        &[&[
+            ("geometry.channels", "1"),
+            ("geometry.chips_per_channel", "2"),
+            ("geometry.blocks_per_plane", "48"),
+            ("geometry.over_provisioning", "0.25"),
+            ("controller.scheduler", "fcfs"),
+            ("cell.suspend", "true"),
+            ("placement.allocation", "dynamic"),
+        ]],
+        888,
+        false,
+    );
+    dev.precondition(ssdlab_core::PreconditionOptions {
+        max_random_passes: 1.0,
+        steady_tolerance: 0.05,
+    })
+    .unwrap();
+    let chunk = 128 * 1024;
+    let chunks = dev.logical_bytes() / chunk;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(888);
+    let requests = (0..10 * chunks)
+        .map(|_| HostRequest::new(Op::Write, rng.gen_range(0..chunks) * chunk, chunk))
+        .collect();
+    common::closed_run(&mut dev, requests, 128);
+    dev.ftl().check_invariants().unwrap();
+}

@@ -586,6 +586,45 @@ impl PageMapFtl {
             || self.free[plane as usize] as usize > GC_RESERVE_BLOCKS
     }
 
+    /// Collect victims in the plane other than `plane` with the most invalid data until it
+    /// keeps free blocks above the floor for foreign GC data after taking one more; that
+    /// plane, or `None` if no other plane has invalid data or its GC stops gaining space.
+    fn make_room_beside(
+        &mut self,
+        plane: u32,
+        now_ns: u64,
+        ops: &mut Vec<FlashOp>,
+    ) -> Result<Option<u32>, FtlError> {
+        let invalid = |p: u32| -> u64 {
+            self.geo
+                .plane_blocks(p)
+                .filter(|&b| self.state[b] == BlockState::Full)
+                .map(|b| (self.units_per_block - self.valid_units[b]) as u64)
+                .sum()
+        };
+        let Some((other, reclaimable)) = (0..self.geo.planes)
+            .filter(|&p| p != plane)
+            .map(|p| (p, invalid(p)))
+            .max_by_key(|&(p, units)| (units, std::cmp::Reverse(p)))
+        else {
+            return Ok(None);
+        };
+        if reclaimable < self.units_per_block as u64 {
+            return Ok(None);
+        }
+        let wanted = self.foreign_gc_floor() + 2;
+        let mut rounds = 0;
+        while (self.free[other as usize] as usize) < wanted {
+            if rounds > 2 * self.geo.blocks_per_plane
+                || !self.gc_step(other, self.geo.pages_per_block, now_ns, ops)?
+            {
+                return Ok(None);
+            }
+            rounds += 1;
+        }
+        Ok(Some(other))
+    }
+
     /// The victim policy's choice of a full block in `plane` (an index in the plane), within
     /// the SEA segment due for collection once segments are sized; among all blocks when that
     /// segment has no block with space to gain or the plane is at its hard reserve (where
@@ -850,6 +889,13 @@ impl PageMapFtl {
                         ..free
                     };
                     destination = MostFree.choose(plane, &rescue);
+                    if destination == plane {
+                        // Every other plane is at its reserve too: collect in the one with the
+                        // most to reclaim until it can take the victim.
+                        if let Some(other) = self.make_room_beside(plane, now_ns, ops)? {
+                            destination = other;
+                        }
+                    }
                 }
                 GcJob {
                     victim,
