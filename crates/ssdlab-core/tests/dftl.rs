@@ -311,11 +311,7 @@ fn gc_translation_updates_end_where_little_space_is_spare() {
         ],
         false,
     );
-    dev.precondition(ssdlab_core::PreconditionOptions {
-        max_random_passes: 1.0,
-        steady_tolerance: 0.05,
-    })
-    .unwrap();
+    common::precondition(&mut dev);
     let pages = dev.logical_bytes() / 4096;
     common::closed_run(&mut dev, random_mix(pages, 60_000, 7), 32);
     dev.ftl().check_invariants().unwrap();
@@ -345,11 +341,7 @@ fn gc_translation_updates_start_no_gc_of_their_own() {
             ],
             false,
         );
-        dev.precondition(ssdlab_core::PreconditionOptions {
-            max_random_passes: 1.0,
-            steady_tolerance: 0.05,
-        })
-        .unwrap();
+        common::precondition(&mut dev);
         let chunk = 128 * 1024;
         let chunks = dev.logical_bytes() / chunk;
         let requests = (0..2 * chunks)

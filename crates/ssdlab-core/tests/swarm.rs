@@ -425,11 +425,7 @@ fn a_plane_of_valid_data_among_planes_at_their_reserve_gets_room_made_elsewhere(
         888,
         false,
     );
-    dev.precondition(ssdlab_core::PreconditionOptions {
-        max_random_passes: 1.0,
-        steady_tolerance: 0.05,
-    })
-    .unwrap();
+    common::precondition(&mut dev);
     let chunk = 128 * 1024;
     let chunks = dev.logical_bytes() / chunk;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(888);

@@ -91,3 +91,12 @@ pub fn within<T: Send + 'static>(seconds: u64, f: impl FnOnce() -> T + Send + 's
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("the run panicked"),
     }
 }
+
+/// Fill the device, then overwrite at random until GC is in steady state (one pass at most).
+pub fn precondition(dev: &mut Device) {
+    dev.precondition(ssdlab_core::PreconditionOptions {
+        max_random_passes: 1.0,
+        steady_tolerance: 0.05,
+    })
+    .unwrap_or_else(|e| panic!("precondition: {e}"));
+}
