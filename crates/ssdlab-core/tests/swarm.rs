@@ -435,3 +435,32 @@ fn a_plane_of_valid_data_among_planes_at_their_reserve_gets_room_made_elsewhere(
     common::closed_run(&mut dev, requests, 128);
     dev.ftl().check_invariants().unwrap();
 }
+
+/// Sequential 1 KiB writes at QD 1 through a write buffer, on one die of two small planes:
+/// one plane ends with nearly all of the live data, no block holding a page's worth of invalid
+/// units. Collected in place, each victim's last page is padded and the plane gains nothing,
+/// round after round; its GC sends the victim's data to the other plane instead. Before, the
+/// run stopped with "device full" at 40 % over-provisioning.
+#[test]
+fn a_plane_whose_victims_free_less_than_a_page_collects_into_another() {
+    let mut dev = common::preset_device(
+        "seassd",
+        &[&[
+            ("geometry.channels", "1"),
+            ("geometry.chips_per_channel", "1"),
+            ("geometry.blocks_per_plane", "32"),
+            ("geometry.over_provisioning", "0.4"),
+            ("controller.write_buffer_pages", "64"),
+            ("host.link_mbps", "3500"),
+        ]],
+        1393,
+        false,
+    );
+    common::precondition(&mut dev);
+    let bytes = dev.logical_bytes();
+    let requests = (0..2 * bytes / 1024)
+        .map(|i| HostRequest::new(Op::Write, i * 1024 % bytes, 1024))
+        .collect();
+    common::closed_run(&mut dev, requests, 1);
+    dev.ftl().check_invariants().unwrap();
+}

@@ -873,16 +873,19 @@ impl PageMapFtl {
                     keep: self.foreign_gc_floor(),
                 };
                 let mut destination = self.destination.choose(plane, &free);
-                // At the hard reserve with every block's data valid, collecting in place
-                // frees nothing: the plane holds more live data than it can (a static stripe
-                // can send a plane more than its share). Only sending the victim's data to
-                // another plane frees a block, whatever the policy: to the one with the most
-                // free blocks, if it has one beyond its own hard reserve and the block this
-                // takes (it is then below its watermark, and its own GC, which has invalid
-                // data to reclaim, makes the room back).
+                // At the hard reserve with no block holding a page's worth of invalid data,
+                // collecting in place frees nothing (the padding of the victim's last page
+                // takes back what less than a page frees): the plane holds more live data than
+                // it can (a static stripe, or sub-unit writes, can send a plane more than its
+                // share). Only sending the victim's data to another plane frees a block,
+                // whatever the policy: to the one with the most free blocks, if it has one
+                // beyond its own hard reserve and the block this takes (it is then below its
+                // watermark, and its own GC, which has invalid data to reclaim, makes the
+                // room back).
                 if destination == plane
                     && self.free[plane as usize] as usize <= GC_RESERVE_BLOCKS
-                    && self.valid_units[victim as usize] == self.units_per_block
+                    && self.valid_units[victim as usize]
+                        > self.units_per_block - self.units_per_page()
                 {
                     let rescue = FreeBlocks {
                         keep: GC_RESERVE_BLOCKS + 1,
