@@ -354,7 +354,13 @@ impl PageMapFtl {
     /// Can `handle`'s host frontier in `plane` take a unit without any GC: its open block has
     /// room, or the plane has a free block beyond the hard reserve?
     pub fn has_room_without_gc(&self, plane: u32, handle: u32) -> bool {
-        let block = self.open[self.slot(plane, handle, HOST)];
+        self.frontier_has_room(plane, handle, HOST)
+    }
+
+    /// Can the (plane, handle, kind) frontier take a unit without the hard reserve: its open
+    /// block has room, or the plane has a free block beyond the reserve?
+    fn frontier_has_room(&self, plane: u32, handle: u32, kind: usize) -> bool {
+        let block = self.open[self.slot(plane, handle, kind)];
         (block != NONE && self.write_ptr[block as usize] < self.units_per_block)
             || self.free[plane as usize] as usize > GC_RESERVE_BLOCKS
     }
@@ -581,9 +587,7 @@ impl PageMapFtl {
     /// new block per victim (host frontiers never take the reserve), and a frontier that may
     /// not open a block sends the unit home. At the reserve GC works as without SEA.
     fn gc_frontier_can_take(&self, plane: u32, handle: u32) -> bool {
-        let block = self.open[self.slot(plane, handle, GC)];
-        (block != NONE && self.write_ptr[block as usize] < self.units_per_block)
-            || self.free[plane as usize] as usize > GC_RESERVE_BLOCKS
+        self.frontier_has_room(plane, handle, GC)
     }
 
     /// Collect victims in the plane other than `plane` with the most invalid data until it
