@@ -658,3 +658,42 @@ impl Ftl for DftlFtl {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dftl() -> DftlFtl {
+        let cfg = Config::from_toml(
+            "[geometry]\nchannels=1\nchips_per_channel=1\ndies_per_chip=1\nplanes_per_die=2\nblocks_per_plane=128\npages_per_block=64\npage_size_bytes=4096\nover_provisioning=0.35\n[cell]\ntype=\"slc\"\n[ftl]\nkind=\"dftl\"\n",
+            "t",
+            &[],
+        )
+        .unwrap();
+        let derived = cfg.derived();
+        let geo = Geometry::new(&cfg, &derived);
+        DftlFtl::new(&cfg, &geo, derived.logical_units)
+    }
+
+    /// A cascade of GC updates longer than the limit (the device's pages) stops with
+    /// `NoSpaceForMapping` rather than looping, and leaves no page marked queued: the next
+    /// cascade queues them again.
+    #[test]
+    fn gc_updates_beyond_the_limit_are_an_error_that_leaves_nothing_queued() {
+        let mut ftl = dftl();
+        assert!(ftl.update_queued.len() >= 3, "translation pages to update");
+        let mut ops = Vec::new();
+        ftl.update_limit = 2;
+        assert_eq!(
+            ftl.update_on_flash(&[0, 1, 2], 0, &mut ops),
+            Err(FtlError::NoSpaceForMapping)
+        );
+        assert_eq!(ftl.counters.gc_translation_updates, 2);
+        assert_eq!(ftl.counters.translation_writes, 2);
+        assert!(ftl.update_queued.iter().all(|&queued| !queued));
+        ftl.update_limit = 3;
+        assert_eq!(ftl.update_on_flash(&[0, 1, 2], 0, &mut ops), Ok(()));
+        assert_eq!(ftl.counters.translation_writes, 5);
+        ftl.check_invariants().unwrap();
+    }
+}
