@@ -469,20 +469,8 @@ impl PageMapFtl {
                 self.close(block);
                 self.open[slot] = NONE;
             }
-            if kind == HOST {
-                let mut rounds = 0;
-                while self.free[plane as usize] as usize <= GC_RESERVE_BLOCKS {
-                    if !self.gc_step(plane, self.geo.pages_per_block, now_ns, ops)? {
-                        return Err(FtlError::NoSpace { plane });
-                    }
-                    rounds += 1;
-                    // A victim with invalid pages frees net space; FIFO may pick a fully valid
-                    // one that frees nothing, so the bound turns a plane that stops gaining
-                    // space into an error, not a spin.
-                    if rounds > 2 * self.geo.blocks_per_plane {
-                        return Err(FtlError::NoSpace { plane });
-                    }
-                }
+            if kind == HOST && !self.collect_until_above(plane, GC_RESERVE_BLOCKS, now_ns, ops)? {
+                return Err(FtlError::NoSpace { plane });
             }
             block = self.pools[plane as usize]
                 .pop()
@@ -616,17 +604,34 @@ impl PageMapFtl {
         if reclaimable < self.units_per_block as u64 {
             return Ok(None);
         }
-        let wanted = self.foreign_gc_floor() + 2;
+        let floor = self.foreign_gc_floor() + 1;
+        Ok(self
+            .collect_until_above(other, floor, now_ns, ops)?
+            .then_some(other))
+    }
+
+    /// Collect whole victims in `plane` until it has more than `floor` free blocks; false if
+    /// GC finds no victim or stops gaining space. A victim with invalid pages frees net space;
+    /// FIFO may pick a fully valid one that frees nothing, so a bound on rounds turns a plane
+    /// that stops gaining space into `false`, not a spin.
+    fn collect_until_above(
+        &mut self,
+        plane: u32,
+        floor: usize,
+        now_ns: u64,
+        ops: &mut Vec<FlashOp>,
+    ) -> Result<bool, FtlError> {
         let mut rounds = 0;
-        while (self.free[other as usize] as usize) < wanted {
-            if rounds > 2 * self.geo.blocks_per_plane
-                || !self.gc_step(other, self.geo.pages_per_block, now_ns, ops)?
-            {
-                return Ok(None);
+        while self.free[plane as usize] as usize <= floor {
+            if !self.gc_step(plane, self.geo.pages_per_block, now_ns, ops)? {
+                return Ok(false);
             }
             rounds += 1;
+            if rounds > 2 * self.geo.blocks_per_plane {
+                return Ok(false);
+            }
         }
-        Ok(Some(other))
+        Ok(true)
     }
 
     /// The victim policy's choice of a full block in `plane` (an index in the plane), within
