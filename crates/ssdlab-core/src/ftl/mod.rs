@@ -108,7 +108,8 @@ pub struct UnitWrite {
 /// Where a host unit write went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteOutcome {
-    /// The physical unit that held the logical unit before (now invalid), if any.
+    /// The physical unit that held the logical unit before (now invalid), if any. Equal to
+    /// `new` when the write merged into the copy still in the write buffer (nothing invalid).
     pub old: Option<u32>,
     /// The physical unit it now occupies.
     pub new: u32,
@@ -131,6 +132,9 @@ pub struct FtlCounters {
     pub gc_pages_programmed: u64,
     /// Unit slots left empty when a page was programmed before it was full.
     pub padded_units: u64,
+    /// Unit writes that merged into their unit's copy still in the page being filled (a
+    /// write-buffer hit: no new slot, no read of old data).
+    pub buffer_merged_units: u64,
     /// Victim blocks reclaimed.
     pub gc_invocations: u64,
     pub gc_background_invocations: u64,

@@ -207,6 +207,7 @@ pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
         "media_bytes_written": flash * r.page_bytes as u64,
         "mapping_unit_bytes": r.mapping_unit_bytes,
         "padded_units": r.ftl.padded_units,
+        "buffer_merged_units": r.ftl.buffer_merged_units,
         "gc": {
             "invocations": r.ftl.gc_invocations,
             "background_invocations": r.ftl.gc_background_invocations,
