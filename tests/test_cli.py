@@ -234,6 +234,25 @@ def test_normal_output_is_a_readable_summary(capsys, randrw_job):
     assert "trim: IOPS" not in out
 
 
+def test_normal_output_shows_die_utilisation_and_sub_unit_writes(capsys, tmp_path):
+    """The default output says what the JSON says about the dies and the mapping units."""
+    job = tmp_path / "seq1k.fio"
+    job.write_text("[seq1k]\nrw=write\nbs=1k\nsize=1m\n", encoding="utf-8")
+    pages = ("--set", "geometry.page_size_bytes=16384")
+    ssd = run_json(capsys, job, *pages)["ssd"]
+    # Sequential 1 KiB writes merge into their 4 KiB units in the page being filled.
+    assert ssd["buffer_merged_units"] > 0
+    status, out, err = run_cli(capsys, "run", PRESET, str(job), *set_args(), *pages, "--quiet")
+    assert status == 0, err
+    assert (
+        f"mapping units of {ssd['mapping_unit_bytes']} B: "
+        f"merged in the write buffer={ssd['buffer_merged_units']}, "
+        f"padded={ssd['padded_units']}, read-modify-write reads={ssd['flash']['rmw_reads']}"
+    ) in out
+    assert f"dies: utilisation={ssd['die_utilisation']:.3f} " in out
+    assert f"scheduler={ssd['scheduler']}" in out
+
+
 def test_precondition_then_run(capsys, randrw_job):
     report = run_json(capsys, randrw_job, "--precondition")
     assert report["ssd"]["host_bytes_written"] == report["jobs"][0]["write"]["io_bytes"]

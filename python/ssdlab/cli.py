@@ -663,6 +663,19 @@ def _format_ssd(lines: list[str], ssd: dict[str, Any]) -> None:
         f"{ssd.get('media_bytes_written', 0):,} / {ssd.get('host_bytes_written', 0):,}; "
         f"flash pages programmed={ssd.get('flash_pages_programmed', 0)})"
     )
+    flash = ssd.get("flash", {})
+    lines.append(
+        f"  mapping units of {ssd.get('mapping_unit_bytes', 0)} B: "
+        f"merged in the write buffer={ssd.get('buffer_merged_units', 0)}, "
+        f"padded={ssd.get('padded_units', 0)}, "
+        f"read-modify-write reads={flash.get('rmw_reads', 0)}"
+    )
+    # Throughput means little without it: a saturated device keeps its dies busy.
+    lines.append(
+        f"  dies: utilisation={ssd.get('die_utilisation', 0):.3f} "
+        f"(max {ssd.get('die_utilisation_max', 0):.3f}), "
+        f"suspensions={ssd.get('suspensions', 0)}, scheduler={ssd.get('scheduler', '-')}"
+    )
     lines.append(
         f"  GC: invocations={gc.get('invocations', 0)}, "
         f"pages programmed={gc.get('pages_programmed', 0)}, "
