@@ -646,6 +646,41 @@ mod scheduling {
     }
 
     #[test]
+    fn a_read_of_a_page_whose_program_is_not_done_is_served_from_the_controller() {
+        // The data of a page being programmed is in the controller until the program ends:
+        // a read of it neither senses the page (not on flash yet) nor suspends its program.
+        // The host link is off here, so serving it from the controller takes no time.
+        for (scheduler, suspend) in [
+            ("priority", "true"),
+            ("priority", "false"),
+            ("fcfs", "true"),
+        ] {
+            let mut dev = one_die(&[
+                ("controller.scheduler", scheduler),
+                ("cell.suspend", suspend),
+            ]);
+            let d = open_run(
+                &mut dev,
+                vec![
+                    at(Op::Write, 0, 0),
+                    at(Op::Read, 0, 100_000),
+                    at(Op::Read, 0, 2_000_000),
+                ],
+            );
+            let ctx = format!("{scheduler}, suspend {suspend}");
+            assert_eq!(d[0], ENCODE + XFER + 500_000, "{ctx}: the LSB program");
+            assert_eq!(d[1], 0, "{ctx}: served from the controller");
+            assert_eq!(
+                d[2],
+                58_000 + XFER + DECODE,
+                "{ctx}: sensed once programmed"
+            );
+            let flash = dev.flash_counters();
+            assert_eq!((flash.array_reads, flash.suspensions), (1, 0), "{ctx}");
+        }
+    }
+
+    #[test]
     fn the_suspension_cap_holds_and_priority_serves_reads_before_queued_programs() {
         // Two reads during one program with max_suspends = 1: the second arrives while the
         // resumed program runs and waits for its end.
@@ -1031,6 +1066,37 @@ mod mapping_units {
         dev.submit(&HostRequest::new(Op::Read, 0, span), None, Some(&mut out))
             .unwrap();
         assert!(out == image, "read back differs from what was written");
+    }
+
+    #[test]
+    fn a_sub_unit_write_into_a_page_whose_program_is_not_done_merges_without_a_read() {
+        // Unit 1's page is full and programming (500 us) when 1 KiB of unit 1 arrives: the old
+        // copy is still in the controller, so nothing is read from flash.
+        let mut dev = packed(&[
+            ("controller.scheduler", "priority"),
+            ("cell.suspend", "true"),
+        ]);
+        let mut first = HostRequest::new(Op::Write, 0, 16384);
+        first.arrival_ns = Some(0);
+        let mut partial = HostRequest::new(Op::Write, 4096 + 1024, 1024);
+        partial.arrival_ns = Some(100_000);
+        dev.run_to_end(RunSpec {
+            name: "rmw".into(),
+            source: Box::new(VecSource::new(vec![first, partial])),
+            queue_depth: 2,
+            pacing: Loop::Open { time_scale: 1.0 },
+            runtime_ns: None,
+            ramp_ns: None,
+        })
+        .unwrap();
+        let flash = dev.flash_counters();
+        assert_eq!(
+            (flash.rmw_reads, flash.array_reads, flash.suspensions),
+            (0, 0, 0)
+        );
+        // Staged in the next page: done once across the link.
+        let log = dev.request_log().unwrap();
+        assert_eq!(log[1].duration_ns, LINK_4K / 4);
     }
 
     #[test]

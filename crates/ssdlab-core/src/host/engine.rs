@@ -197,6 +197,12 @@ pub(crate) struct Engine {
     /// Programs of host pages still filling, by page: created with the page's first unit so
     /// that its read-modify-write reads can gate it, queued once the page is full.
     staged_programs: BTreeMap<u32, u32>,
+    /// One bit per physical page: a host page whose program is not done. Its data is still in
+    /// the controller (staging or write buffer), so reads and read-modify-writes of it are
+    /// served from there: sensing a page whose program is queued or suspended would read what
+    /// is not on flash yet. Counted in `host_programs_pending` (no lookups while it is 0).
+    host_program_pending: Vec<u64>,
+    host_programs_pending: u32,
     /// Scratch list of a host read's (page, bytes): no allocation per read.
     scratch_pages: Vec<(u32, u64)>,
     /// The run will issue no more requests: no new background GC steps (the run ends with
@@ -264,6 +270,8 @@ impl Engine {
             bg_plane_cursor: vec![0; dies],
             scratch_reads: Vec::new(),
             staged_programs: BTreeMap::new(),
+            host_program_pending: vec![0; (dev.geo.physical_pages as usize).div_ceil(64)],
+            host_programs_pending: 0,
             scratch_pages: Vec::new(),
             source_done: false,
         }
@@ -271,6 +279,29 @@ impl Engine {
 
     fn schedule(&mut self, time_ns: u64, event: Event) {
         self.events.push(time_ns, event);
+    }
+
+    /// Is host page `ppa` waiting for its program to finish (its data in the controller)?
+    #[inline]
+    pub(super) fn host_program_pending(&self, ppa: u32) -> bool {
+        self.host_programs_pending > 0
+            && self.host_program_pending[ppa as usize / 64] & (1 << (ppa % 64)) != 0
+    }
+
+    fn mark_host_program(&mut self, ppa: u32, pending: bool) {
+        let word = &mut self.host_program_pending[ppa as usize / 64];
+        let bit = 1u64 << (ppa % 64);
+        if pending {
+            // Set already: GC took the block while its program was queued and the page is
+            // being written again (the later program's completion finds the bit clear).
+            if *word & bit == 0 {
+                *word |= bit;
+                self.host_programs_pending += 1;
+            }
+        } else if *word & bit != 0 {
+            *word &= !bit;
+            self.host_programs_pending -= 1;
+        }
     }
 
     fn new_txn(&mut self, txn: Txn) -> u32 {
@@ -820,6 +851,9 @@ impl Device {
             }
         }
         let e = self.engine.as_mut().expect("engine");
+        if t.kind == TxnKind::Program && e.host_programs_pending > 0 {
+            e.mark_host_program(t.ppa, false);
+        }
         if t.batch != NONE {
             let b = &mut e.batches[t.batch as usize];
             b.reads_left -= 1;
@@ -1510,6 +1544,7 @@ impl Device {
         let e = self.engine();
         let p = e.new_txn(program);
         e.queued_work_ns[program.die as usize] += t_prog;
+        e.mark_host_program(ppa, true);
         if filling {
             e.staged_programs.insert(ppa, p);
         }

@@ -855,7 +855,8 @@ impl Device {
     }
 
     /// The page a host read of logical unit `unit` (mapped to `found`) senses, or None when no
-    /// flash read is needed: the unit is unmapped (zeros) or still staged in the controller.
+    /// flash read is needed: the unit is unmapped (zeros) or still in the controller (staged, or
+    /// its page's program not done).
     /// With `unmapped_read = "flash"` an unmapped unit costs a read of a page in the stripe
     /// position it would have.
     #[inline]
@@ -863,7 +864,8 @@ impl Device {
         match found {
             // With one unit per page nothing is staged: no need to ask the FTL.
             Some(pu) if self.unit_shift == 0 || self.ftl.is_programmed(pu) => {
-                Some(pu >> self.unit_shift)
+                let ppa = pu >> self.unit_shift;
+                (!self.host_program_pending(ppa)).then_some(ppa)
             }
             Some(_) => None,
             None if self.config.host.unmapped_read == UnmappedRead::Flash => {
@@ -1233,9 +1235,17 @@ impl Device {
     #[inline]
     fn rmw_source(&self, outcome: WriteOutcome, host_bytes: u64) -> Option<u32> {
         let old = outcome.old.filter(|_| host_bytes < self.unit_bytes)?;
-        self.ftl
-            .is_programmed(old)
-            .then_some(old >> self.unit_shift)
+        let page = old >> self.unit_shift;
+        (self.ftl.is_programmed(old) && !self.host_program_pending(page)).then_some(page)
+    }
+
+    /// Is host page `ppa` still in the controller, its program not done (event engine only:
+    /// the reservation path times a read of it after its program on the die's timeline)?
+    #[inline]
+    fn host_program_pending(&self, ppa: u32) -> bool {
+        self.engine
+            .as_ref()
+            .is_some_and(|e| e.host_program_pending(ppa))
     }
 
     /// A host unit whose data is ready (encoded) at `ready_ns` joined its page: the time the
