@@ -545,7 +545,7 @@ mod scheduling {
     }
 
     /// Durations of the run's requests by request number.
-    fn open_run(dev: &mut Device, requests: Vec<HostRequest>) -> Vec<u64> {
+    pub(super) fn open_run(dev: &mut Device, requests: Vec<HostRequest>) -> Vec<u64> {
         let earlier = dev.request_log().unwrap().len();
         dev.run_to_end(RunSpec {
             name: "job".into(),
@@ -1013,16 +1013,7 @@ mod mapping_units {
         let requests = (0..writes)
             .map(|k| HostRequest::new(Op::Write, k * 1024, 1024))
             .collect();
-        engine
-            .run_to_end(RunSpec {
-                name: "sub-unit".into(),
-                source: Box::new(VecSource::new(requests)),
-                queue_depth: 1,
-                pacing: Loop::Closed,
-                runtime_ns: None,
-                ramp_ns: None,
-            })
-            .unwrap();
+        closed_run(&mut engine, requests, 1);
         let flash = engine.flash_counters();
         assert_eq!((flash.programs, flash.rmw_reads), (pages, pages - 1));
         let ssd_engine = engine.ssd_json();
@@ -1080,23 +1071,14 @@ mod mapping_units {
         first.arrival_ns = Some(0);
         let mut partial = HostRequest::new(Op::Write, 4096 + 1024, 1024);
         partial.arrival_ns = Some(100_000);
-        dev.run_to_end(RunSpec {
-            name: "rmw".into(),
-            source: Box::new(VecSource::new(vec![first, partial])),
-            queue_depth: 2,
-            pacing: Loop::Open { time_scale: 1.0 },
-            runtime_ns: None,
-            ramp_ns: None,
-        })
-        .unwrap();
+        let d = super::scheduling::open_run(&mut dev, vec![first, partial]);
         let flash = dev.flash_counters();
         assert_eq!(
             (flash.rmw_reads, flash.array_reads, flash.suspensions),
             (0, 0, 0)
         );
         // Staged in the next page: done once across the link.
-        let log = dev.request_log().unwrap();
-        assert_eq!(log[1].duration_ns, LINK_4K / 4);
+        assert_eq!(d[1], LINK_4K / 4);
     }
 
     #[test]

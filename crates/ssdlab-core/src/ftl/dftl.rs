@@ -487,11 +487,12 @@ impl Ftl for DftlFtl {
         write: UnitWrite,
         ops: &mut Vec<FlashOp>,
     ) -> Result<WriteOutcome, FtlError> {
-        let current = self.mapped(write.unit);
-        if current.is_some_and(|c| self.inner.in_filling_host_page(c, write.handle)) {
-            // A write-buffer hit: the controller finds the unit by its buffer's own index, the
-            // mapping does not change, so no translation entry is loaded or dirtied.
-            return self.inner.write(write, ops);
+        if write.unit < self.data_units {
+            if let Some(merged) = self.inner.merge_in_buffer(&write) {
+                // A write-buffer hit: the controller finds the unit by its buffer's own index,
+                // the mapping does not change, so no translation entry is loaded or dirtied.
+                return Ok(merged);
+            }
         }
         self.access(write.unit, write.now_ns, ops)?;
         let from = ops.len();

@@ -389,14 +389,10 @@ impl PageMapFtl {
             handle,
             plane,
             now_ns,
-            host_bytes,
+            ..
         } = write;
-        let h = handle as usize;
-        if self.unit_shift > 0 {
-            let current = self.l2p[unit as usize];
-            if current != NONE && self.in_filling_host_page(current, handle) {
-                return Ok(self.merge_in_buffer(unit, current, now_ns, host_bytes, h));
-            }
+        if let Some(merged) = self.merge_in_buffer(&write) {
+            return Ok(merged);
         }
         if foreground_gc && self.at_page_start(plane, handle, HOST) {
             self.foreground_gc(plane, now_ns, ops)?;
@@ -412,14 +408,9 @@ impl PageMapFtl {
         self.write_oob(slot.unit, unit as u32);
         let block = self.block_of_unit(slot.unit);
         self.valid_units[block] += 1;
-        self.last_write_ns[block] = now_ns;
-        self.counters.host_units_written += 1;
-        self.counters.host_bytes_written += host_bytes as u64;
-        self.segments.host_written(unit);
-        let counters = &mut self.handle_counters[h];
-        counters.host_bytes_written += host_bytes as u64;
+        self.count_host_write(block, &write);
         if slot.fills_page {
-            counters.media_bytes_written += self.page_bytes;
+            self.handle_counters[handle as usize].media_bytes_written += self.page_bytes;
             self.counters.host_pages_programmed += 1;
         }
         Ok(WriteOutcome {
@@ -431,40 +422,46 @@ impl PageMapFtl {
     }
 
     /// Is physical unit `unit` in the page `handle`'s host frontier is filling? That page is
-    /// still in the controller's memory (staged, not programmed): a write of the unit merges
-    /// into it there.
+    /// still in the controller's memory (staged, not programmed).
     #[inline]
-    pub fn in_filling_host_page(&self, unit: u32, handle: u32) -> bool {
+    fn in_filling_host_page(&self, unit: u32, handle: u32) -> bool {
         let block = self.block_of_unit(unit) as u32;
         let plane = self.geo.plane_of_block(block);
         self.open[self.slot(plane, handle, HOST)] == block && !self.is_programmed(unit)
     }
 
-    /// A write of logical unit `unit` whose current copy `current` is still in its handle's
-    /// filling page: the bytes merge into that copy in the write buffer, as a controller
-    /// merges writes that hit its buffer. No slot is taken and nothing is invalidated; a
-    /// partial write needs no read of old data, and the page is programmed once, when full.
-    fn merge_in_buffer(
-        &mut self,
-        unit: u64,
-        current: u32,
-        now_ns: u64,
-        host_bytes: u32,
-        h: usize,
-    ) -> WriteOutcome {
-        let block = self.block_of_unit(current);
-        self.last_write_ns[block] = now_ns;
-        self.counters.host_units_written += 1;
-        self.counters.host_bytes_written += host_bytes as u64;
+    /// A write whose unit's current copy is still in its handle's filling page merges into
+    /// that copy in the write buffer, as a controller merges writes that hit its buffer: no
+    /// slot is taken and nothing is invalidated, a partial write needs no read of old data,
+    /// and the page is programmed once, when full. None (and nothing done) otherwise.
+    #[inline]
+    pub fn merge_in_buffer(&mut self, write: &UnitWrite) -> Option<WriteOutcome> {
+        if self.unit_shift == 0 {
+            return None; // one unit per page: nothing waits in a filling page
+        }
+        let current = *self.l2p.get(write.unit as usize)?;
+        if current == NONE || !self.in_filling_host_page(current, write.handle) {
+            return None;
+        }
+        self.count_host_write(self.block_of_unit(current), write);
         self.counters.buffer_merged_units += 1;
-        self.segments.host_written(unit);
-        self.handle_counters[h].host_bytes_written += host_bytes as u64;
-        WriteOutcome {
+        Some(WriteOutcome {
             old: Some(current),
             new: current,
             opens_page: false,
             fills_page: false,
-        }
+        })
+    }
+
+    /// The counters of a host unit write that landed in `block` (a new slot or a merge).
+    #[inline]
+    fn count_host_write(&mut self, block: usize, write: &UnitWrite) {
+        let host_bytes = write.host_bytes as u64;
+        self.last_write_ns[block] = write.now_ns;
+        self.counters.host_units_written += 1;
+        self.counters.host_bytes_written += host_bytes;
+        self.segments.host_written(write.unit);
+        self.handle_counters[write.handle as usize].host_bytes_written += host_bytes;
     }
 
     #[inline]

@@ -200,9 +200,10 @@ pub(crate) struct Engine {
     /// One bit per physical page: a host page whose program is not done. Its data is still in
     /// the controller (staging or write buffer), so reads and read-modify-writes of it are
     /// served from there: sensing a page whose program is queued or suspended would read what
-    /// is not on flash yet. Counted in `host_programs_pending` (no lookups while it is 0).
-    host_program_pending: Vec<u64>,
-    host_programs_pending: u32,
+    /// is not on flash yet.
+    pending_program_bits: Vec<u64>,
+    /// The bits set (no lookups while it is 0).
+    pending_programs: u32,
     /// Scratch list of a host read's (page, bytes): no allocation per read.
     scratch_pages: Vec<(u32, u64)>,
     /// The run will issue no more requests: no new background GC steps (the run ends with
@@ -270,8 +271,8 @@ impl Engine {
             bg_plane_cursor: vec![0; dies],
             scratch_reads: Vec::new(),
             staged_programs: BTreeMap::new(),
-            host_program_pending: vec![0; (dev.geo.physical_pages as usize).div_ceil(64)],
-            host_programs_pending: 0,
+            pending_program_bits: vec![0; (dev.geo.physical_pages as usize).div_ceil(64)],
+            pending_programs: 0,
             scratch_pages: Vec::new(),
             source_done: false,
         }
@@ -283,24 +284,24 @@ impl Engine {
 
     /// Is host page `ppa` waiting for its program to finish (its data in the controller)?
     #[inline]
-    pub(super) fn host_program_pending(&self, ppa: u32) -> bool {
-        self.host_programs_pending > 0
-            && self.host_program_pending[ppa as usize / 64] & (1 << (ppa % 64)) != 0
+    pub(super) fn program_pending(&self, ppa: u32) -> bool {
+        self.pending_programs > 0
+            && self.pending_program_bits[ppa as usize / 64] & (1 << (ppa % 64)) != 0
     }
 
     fn mark_host_program(&mut self, ppa: u32, pending: bool) {
-        let word = &mut self.host_program_pending[ppa as usize / 64];
+        let word = &mut self.pending_program_bits[ppa as usize / 64];
         let bit = 1u64 << (ppa % 64);
         if pending {
             // Set already: GC took the block while its program was queued and the page is
             // being written again (the later program's completion finds the bit clear).
             if *word & bit == 0 {
                 *word |= bit;
-                self.host_programs_pending += 1;
+                self.pending_programs += 1;
             }
         } else if *word & bit != 0 {
             *word &= !bit;
-            self.host_programs_pending -= 1;
+            self.pending_programs -= 1;
         }
     }
 
@@ -851,7 +852,7 @@ impl Device {
             }
         }
         let e = self.engine.as_mut().expect("engine");
-        if t.kind == TxnKind::Program && e.host_programs_pending > 0 {
+        if t.kind == TxnKind::Program && e.pending_programs > 0 {
             e.mark_host_program(t.ppa, false);
         }
         if t.batch != NONE {

@@ -862,12 +862,7 @@ impl Device {
     #[inline]
     fn page_to_read(&self, unit: u64, found: Option<u32>) -> Option<u32> {
         match found {
-            // With one unit per page nothing is staged: no need to ask the FTL.
-            Some(pu) if self.unit_shift == 0 || self.ftl.is_programmed(pu) => {
-                let ppa = pu >> self.unit_shift;
-                (!self.host_program_pending(ppa)).then_some(ppa)
-            }
-            Some(_) => None,
+            Some(pu) => self.page_on_flash(pu),
             None if self.config.host.unmapped_read == UnmappedRead::Flash => {
                 let lpa = unit >> self.unit_shift;
                 let plane = self.geo.stripe_order[(lpa % self.geo.planes as u64) as usize];
@@ -1235,17 +1230,22 @@ impl Device {
     #[inline]
     fn rmw_source(&self, outcome: WriteOutcome, host_bytes: u64) -> Option<u32> {
         let old = outcome.old.filter(|_| host_bytes < self.unit_bytes)?;
-        let page = old >> self.unit_shift;
-        (self.ftl.is_programmed(old) && !self.host_program_pending(page)).then_some(page)
+        self.page_on_flash(old)
     }
 
-    /// Is host page `ppa` still in the controller, its program not done (event engine only:
-    /// the reservation path times a read of it after its program on the die's timeline)?
+    /// The page holding physical unit `pu`, if its data is on flash; None while it is in the
+    /// controller: staged in a page still filling, or (event engine only) in a page whose
+    /// program is not done. The reservation path times a read of the latter after its program
+    /// on the die's timeline.
     #[inline]
-    fn host_program_pending(&self, ppa: u32) -> bool {
-        self.engine
-            .as_ref()
-            .is_some_and(|e| e.host_program_pending(ppa))
+    fn page_on_flash(&self, pu: u32) -> Option<u32> {
+        // With one unit per page nothing is staged: no need to ask the FTL.
+        if self.unit_shift > 0 && !self.ftl.is_programmed(pu) {
+            return None;
+        }
+        let ppa = pu >> self.unit_shift;
+        let pending = self.engine.as_ref().is_some_and(|e| e.program_pending(ppa));
+        (!pending).then_some(ppa)
     }
 
     /// A host unit whose data is ready (encoded) at `ready_ns` joined its page: the time the
