@@ -247,7 +247,8 @@ def test_normal_output_shows_die_utilisation_and_sub_unit_writes(capsys, tmp_pat
     assert (
         f"mapping units of {ssd['mapping_unit_bytes']} B: "
         f"merged in the write buffer={ssd['buffer_merged_units']}, "
-        f"padded={ssd['padded_units']}, read-modify-write reads={ssd['flash']['rmw_reads']}"
+        f"padded={ssd['padded_units']}, read-modify-write reads={ssd['flash']['rmw_reads']}, "
+        f"read from the controller={ssd['flash']['controller_reads']}"
     ) in out
     assert f"dies: utilisation={ssd['die_utilisation']:.3f} " in out
     assert f"scheduler={ssd['scheduler']}" in out

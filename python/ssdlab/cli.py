@@ -668,7 +668,8 @@ def _format_ssd(lines: list[str], ssd: dict[str, Any]) -> None:
         f"  mapping units of {ssd.get('mapping_unit_bytes', 0)} B: "
         f"merged in the write buffer={ssd.get('buffer_merged_units', 0)}, "
         f"padded={ssd.get('padded_units', 0)}, "
-        f"read-modify-write reads={flash.get('rmw_reads', 0)}"
+        f"read-modify-write reads={flash.get('rmw_reads', 0)}, "
+        f"read from the controller={flash.get('controller_reads', 0)}"
     )
     # Throughput means little without it: a saturated device keeps its dies busy.
     lines.append(

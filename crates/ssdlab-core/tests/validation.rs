@@ -518,9 +518,23 @@ mod externally_clocked_submission {
             .unwrap();
         assert_eq!(d.issue_ns, t0);
         assert_eq!(dev.now_ns(), t0);
+        // Page 0's program is not done at t0: its data comes from the controller, at once.
         let row = dev.last_request_log_row(&HostRequest::new(Op::Read, 0, page), &d);
+        assert_eq!((row.op, row.flash_reads, row.flash_writes), ("read", 0, 0));
+        assert_eq!(d.latency_ns(), 0);
+        // Once it is done the page is sensed.
+        let e = dev
+            .submit_at(
+                a.complete_ns,
+                &HostRequest::new(Op::Read, 0, page),
+                None,
+                None,
+            )
+            .unwrap();
+        let row = dev.last_request_log_row(&HostRequest::new(Op::Read, 0, page), &e);
         assert_eq!((row.op, row.flash_reads, row.flash_writes), ("read", 1, 0));
-        assert_eq!(row.duration_ns, d.latency_ns());
+        assert_eq!(row.duration_ns, e.latency_ns());
+        assert_eq!(dev.flash_counters().controller_reads, 1);
     }
 }
 
@@ -649,11 +663,13 @@ mod scheduling {
     fn a_read_of_a_page_whose_program_is_not_done_is_served_from_the_controller() {
         // The data of a page being programmed is in the controller until the program ends:
         // a read of it neither senses the page (not on flash yet) nor suspends its program.
-        // The host link is off here, so serving it from the controller takes no time.
+        // The host link is off here, so serving it from the controller takes no time. `fcfs`
+        // without suspend takes the reservation path, which must agree.
         for (scheduler, suspend) in [
             ("priority", "true"),
             ("priority", "false"),
             ("fcfs", "true"),
+            ("fcfs", "false"),
         ] {
             let mut dev = one_die(&[
                 ("controller.scheduler", scheduler),
@@ -676,7 +692,11 @@ mod scheduling {
                 "{ctx}: sensed once programmed"
             );
             let flash = dev.flash_counters();
-            assert_eq!((flash.array_reads, flash.suspensions), (1, 0), "{ctx}");
+            assert_eq!(
+                (flash.array_reads, flash.controller_reads, flash.suspensions),
+                (1, 1, 0),
+                "{ctx}"
+            );
         }
     }
 
@@ -1062,23 +1082,27 @@ mod mapping_units {
     #[test]
     fn a_sub_unit_write_into_a_page_whose_program_is_not_done_merges_without_a_read() {
         // Unit 1's page is full and programming (500 us) when 1 KiB of unit 1 arrives: the old
-        // copy is still in the controller, so nothing is read from flash.
-        let mut dev = packed(&[
-            ("controller.scheduler", "priority"),
-            ("cell.suspend", "true"),
-        ]);
-        let mut first = HostRequest::new(Op::Write, 0, 16384);
-        first.arrival_ns = Some(0);
-        let mut partial = HostRequest::new(Op::Write, 4096 + 1024, 1024);
-        partial.arrival_ns = Some(100_000);
-        let d = super::scheduling::open_run(&mut dev, vec![first, partial]);
-        let flash = dev.flash_counters();
-        assert_eq!(
-            (flash.rmw_reads, flash.array_reads, flash.suspensions),
-            (0, 0, 0)
-        );
-        // Staged in the next page: done once across the link.
-        assert_eq!(d[1], LINK_4K / 4);
+        // copy is still in the controller, so nothing is read from flash: on the event engine
+        // and on the reservation path (`fcfs` without suspend) alike.
+        for (scheduler, suspend) in [("priority", "true"), ("fcfs", "false")] {
+            let mut dev = packed(&[
+                ("controller.scheduler", scheduler),
+                ("cell.suspend", suspend),
+            ]);
+            let mut first = HostRequest::new(Op::Write, 0, 16384);
+            first.arrival_ns = Some(0);
+            let mut partial = HostRequest::new(Op::Write, 4096 + 1024, 1024);
+            partial.arrival_ns = Some(100_000);
+            let d = super::scheduling::open_run(&mut dev, vec![first, partial]);
+            let flash = dev.flash_counters();
+            assert_eq!(
+                (flash.rmw_reads, flash.array_reads, flash.suspensions),
+                (0, 0, 0),
+                "{scheduler}"
+            );
+            // Staged in the next page: done once across the link.
+            assert_eq!(d[1], LINK_4K / 4, "{scheduler}");
+        }
     }
 
     #[test]

@@ -1328,11 +1328,12 @@ impl Device {
                 chain = self.translation_chain(&ops, start, TxnClass::HostRead);
             }
             self.ops = ops;
-            let found_page = self.page_to_read(unit, found);
+            let found_page = self.page_to_read(unit, found, start);
             if let Some(ppa) = found_page.filter(|_| chain != (start, NONE)) {
                 chains.push((ppa, chain.0, chain.1));
             }
             let Some(ppa) = found_page else {
+                self.flash.controller_reads += found.is_some() as u64;
                 immediate_bytes += hi - lo;
                 continue;
             };
@@ -1459,7 +1460,7 @@ impl Device {
                 let t = &mut e.txns[p as usize];
                 t.not_before_ns = t.not_before_ns.max(arrive + encode).max(mapping_ready);
             }
-            if let Some(old) = self.rmw_source(outcome, hi - lo) {
+            if let Some(old) = self.rmw_source(outcome, hi - lo, start) {
                 self.flash.rmw_reads += 1;
                 let t_read = self.derived.read_ns[self.geo.page_type(old) as usize];
                 self.count_host_read(1, t_read + self.derived.page_transfer_ns);

@@ -12,6 +12,7 @@
 
 mod engine;
 mod flexecc;
+mod in_flight;
 mod link;
 mod logs;
 mod meld;
@@ -210,6 +211,9 @@ pub struct Device {
     cpu_free_ns: u64,
     buffer_ends: BinaryHeap<Reverse<u64>>,
     buffer_last_end_ns: u64,
+    /// Host programs reserved on the timeline and not yet done: their pages are read from the
+    /// controller.
+    programs_in_flight: in_flight::ProgramsInFlight,
     ops: Vec<FlashOp>,
     txns: Vec<PageTxn>,
     /// Pages of a multi-page read left after melding (reused scratch).
@@ -275,6 +279,7 @@ impl Device {
             config.channel.cache_program,
         );
         let read_groups = meld::read_group_placer(&config, &geo, &derived);
+        let dies = derived.dies;
         Device {
             allocator: plane_allocator(config.placement.allocation, &geo, config.placement.handles),
             placement: PlacementTable::new(&config.placement),
@@ -306,6 +311,7 @@ impl Device {
             cpu_free_ns: 0,
             buffer_ends: BinaryHeap::new(),
             buffer_last_end_ns: 0,
+            programs_in_flight: in_flight::ProgramsInFlight::new(dies),
             ops: Vec::with_capacity(1024),
             txns: Vec::with_capacity(64),
             scratch_txns: Vec::with_capacity(64),
@@ -860,9 +866,9 @@ impl Device {
     /// With `unmapped_read = "flash"` an unmapped unit costs a read of a page in the stripe
     /// position it would have.
     #[inline]
-    fn page_to_read(&self, unit: u64, found: Option<u32>) -> Option<u32> {
+    fn page_to_read(&self, unit: u64, found: Option<u32>, at_ns: u64) -> Option<u32> {
         match found {
-            Some(pu) => self.page_on_flash(pu),
+            Some(pu) => self.page_on_flash(pu, at_ns),
             None if self.config.host.unmapped_read == UnmappedRead::Flash => {
                 let lpa = unit >> self.unit_shift;
                 let plane = self.geo.stripe_order[(lpa % self.geo.planes as u64) as usize];
@@ -970,7 +976,8 @@ impl Device {
                     None => dst.fill(0),
                 }
             }
-            let Some(ppa) = self.page_to_read(unit, found) else {
+            let Some(ppa) = self.page_to_read(unit, found, ready) else {
+                self.flash.controller_reads += found.is_some() as u64;
                 immediate_bytes += hi - lo;
                 continue;
             };
@@ -1178,7 +1185,7 @@ impl Device {
             self.note_read_group_written(&req.hint, unit, outcome.new);
             // Write-through, a read-modify-write waits for the old data it merges with.
             let mut merged = arrive;
-            if let Some(old) = self.rmw_source(outcome, hi - lo) {
+            if let Some(old) = self.rmw_source(outcome, hi - lo, start) {
                 let (done, _) = self.host_read_page(old, start);
                 self.flash.rmw_reads += 1;
                 ready = ready.max(done);
@@ -1224,27 +1231,33 @@ impl Device {
         }
     }
 
-    /// The page a write of `host_bytes` into the unit `outcome` placed must read first: the
-    /// old copy's page when the write covers only part of the unit and that page is on flash
-    /// (a unit still in the staging buffer merges there).
+    /// The page a write of `host_bytes` into the unit `outcome` placed must read first at
+    /// `at_ns`: the old copy's page when the write covers only part of the unit and that page
+    /// is on flash (a unit still in the controller merges there).
     #[inline]
-    fn rmw_source(&self, outcome: WriteOutcome, host_bytes: u64) -> Option<u32> {
+    fn rmw_source(&self, outcome: WriteOutcome, host_bytes: u64, at_ns: u64) -> Option<u32> {
         let old = outcome.old.filter(|_| host_bytes < self.unit_bytes)?;
-        self.page_on_flash(old)
+        self.page_on_flash(old, at_ns)
     }
 
-    /// The page holding physical unit `pu`, if its data is on flash; None while it is in the
-    /// controller: staged in a page still filling, or (event engine only) in a page whose
-    /// program is not done. The reservation path times a read of the latter after its program
-    /// on the die's timeline.
+    /// The page holding physical unit `pu`, if its data is on flash at `at_ns`; None while it
+    /// is in the controller: staged in a page still filling, or in a page whose program is not
+    /// done (the event engine's pending programs, or the reservation path's programs that end
+    /// after `at_ns`).
     #[inline]
-    fn page_on_flash(&self, pu: u32) -> Option<u32> {
+    fn page_on_flash(&self, pu: u32, at_ns: u64) -> Option<u32> {
         // With one unit per page nothing is staged: no need to ask the FTL.
         if self.unit_shift > 0 && !self.ftl.is_programmed(pu) {
             return None;
         }
         let ppa = pu >> self.unit_shift;
-        let pending = self.engine.as_ref().is_some_and(|e| e.program_pending(ppa));
+        let pending = match &self.engine {
+            Some(e) => e.program_pending(ppa),
+            None => {
+                let in_flight = &self.programs_in_flight;
+                in_flight.any_at(at_ns) && in_flight.pending(self.geo.die_of(ppa), ppa, at_ns)
+            }
+        };
         (!pending).then_some(ppa)
     }
 
@@ -1360,6 +1373,10 @@ impl Device {
             self.work.programs += n;
             self.work.flash_ns += t_prog + xfer * n as u64;
             self.work.first_ppa.get_or_insert(group[0].ppa);
+            for t in group {
+                self.programs_in_flight
+                    .push(t.die, t.ppa, p.end_ns, self.now_ns);
+            }
             end = end.max(p.end_ns);
             if buffered {
                 for _ in 0..n {
@@ -1518,6 +1535,7 @@ impl Device {
         self.cpu_free_ns = 0;
         self.buffer_ends.clear();
         self.buffer_last_end_ns = 0;
+        self.programs_in_flight.clear();
         // Staged pages keep filling; their data is there from time 0 of the new clock.
         self.staged.values_mut().for_each(|ready| *ready = 0);
     }

@@ -50,6 +50,7 @@ impl Device {
         self.staged.clear();
         self.buffer_ends.clear();
         self.buffer_last_end_ns = now;
+        self.programs_in_flight.clear();
         self.active_plane.iter_mut().for_each(|p| *p = u32::MAX);
         self.powered_off = Some(lost);
         Ok(())

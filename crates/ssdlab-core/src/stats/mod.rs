@@ -273,6 +273,9 @@ pub struct FlashCounters {
     pub read_retries: u64,
     pub multi_plane_ops: u64,
     pub rmw_reads: u64,
+    /// Host-read mapping units served from the controller without an array read: staged in a
+    /// page still filling, or in a page whose program is not done.
+    pub controller_reads: u64,
     /// Out-of-band area reads (GC reads each moved page's logical address) and writes (every
     /// program writes the page's logical address with it).
     pub oob_reads: u64,
