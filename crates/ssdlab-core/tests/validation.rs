@@ -701,6 +701,52 @@ mod scheduling {
     }
 
     #[test]
+    fn a_gc_move_of_a_page_whose_program_is_not_done_takes_its_data_from_the_controller() {
+        // Skewed overwrites through a write buffer: greedy GC often takes a block that filled
+        // a moment ago, some of whose host programs are still queued. Those pages' data is in
+        // the controller: moving it reads nothing. Each move otherwise costs one array read
+        // (4 KiB pages, writes only, no retries), so reads + moves from the controller add up
+        // to the moves, exactly.
+        for scheduler in ["priority", "out_of_order", "fcfs"] {
+            let mut dev = super::single_request_latency::tlc_one_die(&[&[
+                ("controller.scheduler", scheduler),
+                ("cell.suspend", "true"),
+                ("controller.write_buffer_pages", "64"),
+                ("geometry.blocks_per_plane", "48"),
+                ("geometry.pages_per_block", "48"),
+                ("geometry.over_provisioning", "0.3"),
+            ]]);
+            let units = dev.logical_bytes() / 4096;
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            let requests: Vec<HostRequest> = (0..40_000)
+                .map(|i| {
+                    x = x
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
+                    let r = x >> 33;
+                    // A sequential fill, then 90 % of writes to a twentieth of the device.
+                    let unit = match i {
+                        i if i < units => i,
+                        _ if r % 10 < 9 => r % (units / 20),
+                        _ => r % units,
+                    };
+                    HostRequest::new(Op::Write, unit * 4096, 4096)
+                })
+                .collect();
+            common::closed_run(&mut dev, requests, 32);
+            let ssd = dev.ssd_json();
+            let flash = dev.flash_counters();
+            let moves = ssd["gc"]["units_moved"].as_u64().unwrap();
+            assert!(flash.gc_controller_reads > 0, "{scheduler}: {flash:?}");
+            assert_eq!(
+                flash.array_reads + flash.gc_controller_reads,
+                moves,
+                "{scheduler}"
+            );
+        }
+    }
+
+    #[test]
     fn the_suspension_cap_holds_and_priority_serves_reads_before_queued_programs() {
         // Two reads during one program with max_suspends = 1: the second arrives while the
         // resumed program runs and waits for its end.

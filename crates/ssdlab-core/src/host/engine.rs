@@ -82,6 +82,37 @@ struct Txn {
     background: bool,
 }
 
+/// Pages per region of `Engine::pending_in_region`.
+const REGION_SHIFT: u32 = 8;
+
+/// The copyback moves of `ops` from `first` on between the blocks whose first pages are
+/// `blocks` (source, destination), with the tR and tPROG of a page by its offset in its block
+/// (an offset past a block's end, no entry, is a page of another block and ends the run), and
+/// before a later move whose source `stop` says: where the run ends and its array time.
+#[inline(always)]
+fn copyback_run(
+    ops: &[FlashOp],
+    first: usize,
+    (reads, programs): (&[u64], &[u64]),
+    (src_first, dst_first): (u32, u32),
+    stop: impl Fn(u32) -> bool,
+) -> (usize, u64) {
+    let (mut end, mut busy) = (first, 0);
+    while let Some(&FlashOp::Move { src, dst }) = ops.get(end) {
+        let read = reads.get(src.wrapping_sub(src_first) as usize);
+        let program = programs.get(dst.wrapping_sub(dst_first) as usize);
+        let (Some(read), Some(program)) = (read, program) else {
+            break;
+        };
+        if end > first && stop(src) {
+            break;
+        }
+        busy += read + program;
+        end += 1;
+    }
+    (end, busy)
+}
+
 /// A fused copyback step being built: its transaction (or NONE), die, and the array time and
 /// moves not yet added to it.
 struct Fused {
@@ -202,8 +233,15 @@ pub(crate) struct Engine {
     /// served from there: sensing a page whose program is queued or suspended would read what
     /// is not on flash yet.
     pending_program_bits: Vec<u64>,
-    /// The bits set (no lookups while it is 0).
+    /// The bits set (no lookups while it is 0), and per region of `1 << REGION_SHIFT` pages
+    /// (GC checks a victim's pages only when a region it overlaps has one; a shift, where a
+    /// block index would need a multiply on every host program).
     pending_programs: u32,
+    pending_in_region: Vec<u16>,
+    /// GC erases whose block had host programs pending when the erase was made (a victim
+    /// taken soon after it filled), with those pages: each is released once they are done
+    /// (`complete_txn`). Only those: programs made later belong to the block's next fill.
+    erases_waiting: Vec<(u32, Vec<u32>)>,
     /// Scratch list of a host read's (page, bytes): no allocation per read.
     scratch_pages: Vec<(u32, u64)>,
     /// The run will issue no more requests: no new background GC steps (the run ends with
@@ -272,6 +310,8 @@ impl Engine {
             scratch_reads: Vec::new(),
             staged_programs: BTreeMap::new(),
             pending_program_bits: vec![0; (dev.geo.physical_pages as usize).div_ceil(64)],
+            erases_waiting: Vec::new(),
+            pending_in_region: vec![0; (dev.geo.physical_pages >> REGION_SHIFT) as usize + 1],
             pending_programs: 0,
             scratch_pages: Vec::new(),
             source_done: false,
@@ -289,7 +329,27 @@ impl Engine {
             && self.pending_program_bits[ppa as usize / 64] & (1 << (ppa % 64)) != 0
     }
 
+    /// Might a page among `pages` have its host program pending? (No false negatives.)
+    fn any_pending_near(&self, pages: &std::ops::Range<u32>) -> bool {
+        if self.pending_programs == 0 || pages.is_empty() {
+            return false;
+        }
+        let regions =
+            (pages.start >> REGION_SHIFT) as usize..=((pages.end - 1) >> REGION_SHIFT) as usize;
+        self.pending_in_region[regions].iter().any(|&n| n > 0)
+    }
+
+    /// The pages among `pages` whose host program is pending.
+    fn pages_pending(&self, pages: std::ops::Range<u32>) -> Vec<u32> {
+        if !self.any_pending_near(&pages) {
+            return Vec::new();
+        }
+        pages.filter(|&ppa| self.program_pending(ppa)).collect()
+    }
+
+    /// Mark or clear the pending program of host page `ppa`.
     fn mark_host_program(&mut self, ppa: u32, pending: bool) {
+        let region = (ppa >> REGION_SHIFT) as usize;
         let word = &mut self.pending_program_bits[ppa as usize / 64];
         let bit = 1u64 << (ppa % 64);
         if pending {
@@ -298,10 +358,12 @@ impl Engine {
             if *word & bit == 0 {
                 *word |= bit;
                 self.pending_programs += 1;
+                self.pending_in_region[region] += 1;
             }
         } else if *word & bit != 0 {
             *word &= !bit;
             self.pending_programs -= 1;
+            self.pending_in_region[region] -= 1;
         }
     }
 
@@ -852,9 +914,17 @@ impl Device {
             }
         }
         let e = self.engine.as_mut().expect("engine");
-        if t.kind == TxnKind::Program && e.pending_programs > 0 {
-            e.mark_host_program(t.ppa, false);
+        if t.kind == TxnKind::Program {
+            if e.program_pending(t.ppa) {
+                e.mark_host_program(t.ppa, false);
+            }
+            // Also when the bit was clear: a page programmed twice while an erase of its
+            // block waited (GC took the block again) has one bit for both programs.
+            if !e.erases_waiting.is_empty() {
+                self.program_done_for_erases(t.ppa);
+            }
         }
+        let e = self.engine.as_mut().expect("engine");
         if t.batch != NONE {
             let b = &mut e.batches[t.batch as usize];
             b.reads_left -= 1;
@@ -862,7 +932,7 @@ impl Device {
                 let erase = b.erase;
                 e.free_batches.push(t.batch);
                 if erase != NONE {
-                    self.enqueue_at(erase, now);
+                    self.release(erase, now);
                 }
             }
         }
@@ -874,6 +944,23 @@ impl Device {
         }
         let e = self.engine.as_mut().expect("engine");
         e.free_txns.push(id);
+    }
+
+    /// A program of `ppa` is done: the erases that wait for it (among other pages of their
+    /// block; several when GC took the block again meanwhile) may go once all theirs are.
+    fn program_done_for_erases(&mut self, ppa: u32) {
+        let now = self.engine().now_ns;
+        let mut i = 0;
+        while i < self.engine().erases_waiting.len() {
+            let pages = &mut self.engine().erases_waiting[i].1;
+            pages.retain(|&p| p != ppa);
+            if pages.is_empty() {
+                let (id, _) = self.engine().erases_waiting.swap_remove(i);
+                self.release(id, now);
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// A buffered program is on flash: its slot takes the next waiting page, and flushes that
@@ -927,6 +1014,9 @@ impl Device {
         // the program before it (programs of one frontier go in order).
         let mut feeder = NONE;
         let copyback = self.config.ftl.gc_copyback;
+        // The pages of the last source block looked up, and whether it has host programs
+        // pending (then its moves are checked page by page).
+        let mut src_pending = (0..0, false);
         // Copyback moves are counted once for the whole list (the same sums, fewer updates).
         let (mut copybacks, mut copyback_ns) = (0u64, 0u64);
         let mut i = 0;
@@ -934,8 +1024,16 @@ impl Device {
             let op = &ops[i];
             i += 1;
             // The die of a copyback move (source and destination on one die), or NONE.
+            // A move whose source page's host program is not done takes its data from the
+            // controller: no read (and no copyback, which senses the source on the die).
+            let from_controller = match *op {
+                FlashOp::Move { src, .. } | FlashOp::GcRead { src } => {
+                    self.program_pending_in(&mut src_pending, src)
+                }
+                _ => false,
+            };
             let copyback_die = match *op {
-                FlashOp::Move { src, dst } if copyback => {
+                FlashOp::Move { src, dst } if copyback && !from_controller => {
                     let die = self.die_in_block(&mut src_block, src);
                     if die == self.die_in_block(&mut dst_block, dst) {
                         die
@@ -956,18 +1054,17 @@ impl Device {
                     // (no entry) is a page of another block, and ends the run.
                     let e = self.engine.as_ref().expect("engine");
                     let (reads, programs) = (&e.read_ns_at[..], &e.program_ns_at[..]);
-                    let (src_first, dst_first) = (src_block.0.start, dst_block.0.start);
+                    let blocks = (src_block.0.start, dst_block.0.start);
                     let first = i - 1;
-                    let (mut end, mut busy) = (first, 0);
-                    while let Some(&FlashOp::Move { src, dst }) = ops.get(end) {
-                        let read = reads.get(src.wrapping_sub(src_first) as usize);
-                        let program = programs.get(dst.wrapping_sub(dst_first) as usize);
-                        let (Some(read), Some(program)) = (read, program) else {
-                            break;
-                        };
-                        busy += read + program;
-                        end += 1;
-                    }
+                    // The source block is one: a page of it whose program is pending is moved
+                    // apart (checked only where the block has one).
+                    let (end, busy) = if src_pending.1 {
+                        copyback_run(ops, first, (reads, programs), blocks, |src| {
+                            e.program_pending(src)
+                        })
+                    } else {
+                        copyback_run(ops, first, (reads, programs), blocks, |_| false)
+                    };
                     // `die_in_block` put this move's pages in the two blocks: it is in the run.
                     debug_assert!(end > first, "a copyback run holds its first move");
                     i = end;
@@ -1001,6 +1098,12 @@ impl Device {
                     fused.array_ns += busy;
                     fused.moves += moves;
                 }
+                FlashOp::Move { src, dst } if from_controller => {
+                    self.relocate_data(src, dst);
+                    self.flash.gc_controller_reads += 1;
+                    let program = self.gc_program_txn(dst, class, request, background, false);
+                    ready_now.push(program);
+                }
                 FlashOp::Move { src, dst } => {
                     self.relocate_data(src, dst);
                     let program = self.gc_program_txn(dst, class, request, background, true);
@@ -1012,6 +1115,11 @@ impl Device {
                     }
                     self.engine().txns[read as usize].next = program;
                     ready_now.push(read);
+                }
+                FlashOp::GcRead { .. } if from_controller => {
+                    // The units are in the controller already: the program that takes them
+                    // waits only for what fed it before.
+                    self.flash.gc_controller_reads += 1;
                 }
                 FlashOp::GcRead { src } => {
                     feeder = self.gc_read_txn(src, class, batch, request, background);
@@ -1046,8 +1154,23 @@ impl Device {
                         e.request(request).pending += 1;
                     }
                     e.batches[batch as usize].erase = id;
+                    // It waits for the step's reads (the last one done releases it) and for
+                    // the block's host programs not done yet: an erase before them would
+                    // leave them to program an erased block.
                     if e.batches[batch as usize].reads_left == 0 {
                         e.free_batches.push(batch);
+                    } else {
+                        e.txns[id as usize].gates += 1;
+                    }
+                    let first = self.geo.first_page(block);
+                    let pages = first..first + self.geo.pages_per_block;
+                    let e = self.engine();
+                    let pending = e.pages_pending(pages);
+                    if !pending.is_empty() {
+                        e.txns[id as usize].gates += 1;
+                        e.erases_waiting.push((id, pending));
+                    }
+                    if e.txns[id as usize].gates == 0 {
                         self.enqueue_at(id, now);
                     }
                     batch = self.engine().new_batch();
@@ -1068,6 +1191,23 @@ impl Device {
             self.enqueue_at(id, now);
         }
         self.engine().scratch_reads = ready_now;
+    }
+
+    /// Is the host program of page `ppa` pending? `block` caches the pages of the block looked
+    /// up last and whether any of its programs is: most GC victims have none.
+    #[inline]
+    fn program_pending_in(&self, block: &mut (std::ops::Range<u32>, bool), ppa: u32) -> bool {
+        let e = self.engine.as_ref().expect("engine");
+        if e.pending_programs == 0 {
+            return false;
+        }
+        if !block.0.contains(&ppa) {
+            let first = self.geo.first_page(self.geo.block_of(ppa));
+            let pages = first..first + self.geo.pages_per_block;
+            let pending = e.any_pending_near(&pages);
+            *block = (pages, pending);
+        }
+        block.1 && e.program_pending(ppa)
     }
 
     /// The die of page `ppa`, through `block`: the pages and die of the block looked up last,

@@ -865,7 +865,7 @@ impl Device {
     /// its page's program not done).
     /// With `unmapped_read = "flash"` an unmapped unit costs a read of a page in the stripe
     /// position it would have.
-    #[inline]
+    #[inline(always)]
     fn page_to_read(&self, unit: u64, found: Option<u32>, at_ns: u64) -> Option<u32> {
         match found {
             Some(pu) => self.page_on_flash(pu, at_ns),
@@ -1244,7 +1244,7 @@ impl Device {
     /// is in the controller: staged in a page still filling, or in a page whose program is not
     /// done (the event engine's pending programs, or the reservation path's programs that end
     /// after `at_ns`).
-    #[inline]
+    #[inline(always)]
     fn page_on_flash(&self, pu: u32, at_ns: u64) -> Option<u32> {
         // With one unit per page nothing is staged: no need to ask the FTL.
         if self.unit_shift > 0 && !self.ftl.is_programmed(pu) {
@@ -1254,11 +1254,18 @@ impl Device {
         let pending = match &self.engine {
             Some(e) => e.program_pending(ppa),
             None => {
-                let in_flight = &self.programs_in_flight;
-                in_flight.any_at(at_ns) && in_flight.pending(self.geo.die_of(ppa), ppa, at_ns)
+                self.programs_in_flight.any_at(at_ns) && self.reserved_program_pending(ppa, at_ns)
             }
         };
         (!pending).then_some(ppa)
+    }
+
+    /// Reservation path: is the program of `ppa` reserved to end after `at_ns`? (Apart, so
+    /// that the check inlined into every read stays small.)
+    #[inline(never)]
+    fn reserved_program_pending(&self, ppa: u32, at_ns: u64) -> bool {
+        self.programs_in_flight
+            .pending(self.geo.die_of(ppa), ppa, at_ns)
     }
 
     /// A host unit whose data is ready (encoded) at `ready_ns` joined its page: the time the

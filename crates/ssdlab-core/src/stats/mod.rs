@@ -276,6 +276,9 @@ pub struct FlashCounters {
     /// Host-read mapping units served from the controller without an array read: staged in a
     /// page still filling, or in a page whose program is not done.
     pub controller_reads: u64,
+    /// GC moves whose source page's host program was not done (a victim taken soon after it
+    /// filled): its data came from the controller, without a read (event engine).
+    pub gc_controller_reads: u64,
     /// Out-of-band area reads (GC reads each moved page's logical address) and writes (every
     /// program writes the page's logical address with it).
     pub oob_reads: u64,
