@@ -1832,6 +1832,9 @@ impl Device {
             }
         }
         if let Some(e) = self.engine.take() {
+            // Every erase that waited for programs was released by them (their completions
+            // are events, all processed above).
+            debug_assert!(e.erases_waiting.is_empty(), "an erase never started");
             e.hand_back(&mut self.timeline);
         }
         Ok(())
