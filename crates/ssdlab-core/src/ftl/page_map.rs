@@ -1606,9 +1606,7 @@ mod tests {
                                 programs += 1;
                             }
                             FlashOp::Erase { block, .. } => {
-                                for p in geo.first_page(block)
-                                    ..geo.first_page(block) + geo.pages_per_block
-                                {
+                                for p in geo.block_pages(block) {
                                     programmed.remove(&p);
                                 }
                             }

@@ -113,6 +113,22 @@ fn copyback_run(
     (end, busy)
 }
 
+/// The block of the last page looked up in a list of GC operations: its pages, its die, and
+/// whether a host program of it is pending (then its pages are checked one by one).
+struct BlockSeen {
+    pages: std::ops::Range<u32>,
+    die: u32,
+    pending: bool,
+}
+
+impl BlockSeen {
+    const NONE: BlockSeen = BlockSeen {
+        pages: 0..0,
+        die: NONE,
+        pending: false,
+    };
+}
+
 /// A fused copyback step being built: its transaction (or NONE), die, and the array time and
 /// moves not yet added to it.
 struct Fused {
@@ -1007,16 +1023,13 @@ impl Device {
         // one event instead of three per page; a host read may suspend it like a program.
         // The step's array time and moves are summed here and added to it once it is complete.
         let mut fused = Fused::NONE;
-        // The pages and die of the last copyback move's source and destination blocks: a
-        // step's moves come from one victim and fill one frontier block.
-        let (mut src_block, mut dst_block) = ((0..0, NONE), (0..0, NONE));
+        // The last move's source and destination blocks: a step's moves come from one victim
+        // and fill one frontier block.
+        let (mut src_block, mut dst_block) = (BlockSeen::NONE, BlockSeen::NONE);
         // What the next packed GC program waits for: the read that fetched its last units, or
         // the program before it (programs of one frontier go in order).
         let mut feeder = NONE;
         let copyback = self.config.ftl.gc_copyback;
-        // The pages of the last source block looked up, and whether it has host programs
-        // pending (then its moves are checked page by page).
-        let mut src_pending = (0..0, false);
         // Copyback moves are counted once for the whole list (the same sums, fewer updates).
         let (mut copybacks, mut copyback_ns) = (0u64, 0u64);
         let mut i = 0;
@@ -1028,14 +1041,15 @@ impl Device {
             // controller: no read (and no copyback, which senses the source on the die).
             let from_controller = match *op {
                 FlashOp::Move { src, .. } | FlashOp::GcRead { src } => {
-                    self.program_pending_in(&mut src_pending, src)
+                    self.see_block(&mut src_block, src).pending
+                        && self.engine.as_ref().expect("engine").program_pending(src)
                 }
                 _ => false,
             };
             let copyback_die = match *op {
-                FlashOp::Move { src, dst } if copyback && !from_controller => {
-                    let die = self.die_in_block(&mut src_block, src);
-                    if die == self.die_in_block(&mut dst_block, dst) {
+                FlashOp::Move { dst, .. } if copyback && !from_controller => {
+                    let die = src_block.die;
+                    if die == self.see_block(&mut dst_block, dst).die {
                         die
                     } else {
                         NONE
@@ -1054,18 +1068,18 @@ impl Device {
                     // (no entry) is a page of another block, and ends the run.
                     let e = self.engine.as_ref().expect("engine");
                     let (reads, programs) = (&e.read_ns_at[..], &e.program_ns_at[..]);
-                    let blocks = (src_block.0.start, dst_block.0.start);
+                    let blocks = (src_block.pages.start, dst_block.pages.start);
                     let first = i - 1;
                     // The source block is one: a page of it whose program is pending is moved
                     // apart (checked only where the block has one).
-                    let (end, busy) = if src_pending.1 {
+                    let (end, busy) = if src_block.pending {
                         copyback_run(ops, first, (reads, programs), blocks, |src| {
                             e.program_pending(src)
                         })
                     } else {
                         copyback_run(ops, first, (reads, programs), blocks, |_| false)
                     };
-                    // `die_in_block` put this move's pages in the two blocks: it is in the run.
+                    // `see_block` put this move's pages in the two blocks: it is in the run.
                     debug_assert!(end > first, "a copyback run holds its first move");
                     i = end;
                     let moves = (i - first) as u32;
@@ -1162,8 +1176,7 @@ impl Device {
                     } else {
                         e.txns[id as usize].gates += 1;
                     }
-                    let first = self.geo.first_page(block);
-                    let pages = first..first + self.geo.pages_per_block;
+                    let pages = self.geo.block_pages(block);
                     let e = self.engine();
                     let pending = e.pages_pending(pages);
                     if !pending.is_empty() {
@@ -1193,36 +1206,20 @@ impl Device {
         self.engine().scratch_reads = ready_now;
     }
 
-    /// Is the host program of page `ppa` pending? `block` caches the pages of the block looked
-    /// up last and whether any of its programs is: most GC victims have none.
+    /// `seen`, made the block of page `ppa` if it holds another.
     #[inline]
-    fn program_pending_in(&self, block: &mut (std::ops::Range<u32>, bool), ppa: u32) -> bool {
-        let e = self.engine.as_ref().expect("engine");
-        if e.pending_programs == 0 {
-            return false;
+    fn see_block<'a>(&self, seen: &'a mut BlockSeen, ppa: u32) -> &'a BlockSeen {
+        if !seen.pages.contains(&ppa) {
+            let block = self.geo.block_of(ppa);
+            let pages = self.geo.block_pages(block);
+            let e = self.engine.as_ref().expect("engine");
+            *seen = BlockSeen {
+                pending: e.any_pending_near(&pages),
+                pages,
+                die: self.geo.die_of_block(block),
+            };
         }
-        if !block.0.contains(&ppa) {
-            let first = self.geo.first_page(self.geo.block_of(ppa));
-            let pages = first..first + self.geo.pages_per_block;
-            let pending = e.any_pending_near(&pages);
-            *block = (pages, pending);
-        }
-        block.1 && e.program_pending(ppa)
-    }
-
-    /// The die of page `ppa`, through `block`: the pages and die of the block looked up last,
-    /// replaced when `ppa` is in another block.
-    #[inline]
-    fn die_in_block(&self, block: &mut (std::ops::Range<u32>, u32), ppa: u32) -> u32 {
-        if !block.0.contains(&ppa) {
-            let b = self.geo.block_of(ppa);
-            let first = self.geo.first_page(b);
-            *block = (
-                first..first + self.geo.pages_per_block,
-                self.geo.die_of_block(b),
-            );
-        }
-        block.1
+        seen
     }
 
     /// Add the fused copyback step's summed array time and moves to its transaction and its

@@ -110,6 +110,12 @@ impl Geometry {
     pub fn first_page(&self, block: u32) -> u32 {
         block * self.pages_per_block
     }
+    /// The physical pages of `block`.
+    #[inline]
+    pub fn block_pages(&self, block: u32) -> std::ops::Range<u32> {
+        let first = self.first_page(block);
+        first..first + self.pages_per_block
+    }
     #[inline]
     pub fn plane_of_block(&self, block: u32) -> u32 {
         block / self.div.blocks_per_plane
