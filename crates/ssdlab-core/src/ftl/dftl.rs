@@ -545,6 +545,14 @@ impl Ftl for DftlFtl {
         Ok(done)
     }
 
+    fn defer_erases(&mut self, deferred: bool) {
+        self.inner.defer_erases(deferred)
+    }
+
+    fn block_erased(&mut self, block: u32) {
+        self.inner.block_erased(block)
+    }
+
     fn free_blocks(&self, plane: u32) -> usize {
         self.inner.free_blocks(plane)
     }

@@ -209,7 +209,17 @@ pub trait Ftl: Send {
         max_moves: u32,
         ops: &mut Vec<FlashOp>,
     ) -> Result<bool, FtlError>;
-    /// Free blocks of `plane` now.
+    /// From now on (`deferred`), a collected victim joins its plane's free pool only when
+    /// [`Ftl::block_erased`] says its erase ran, so that frontiers open erased blocks while
+    /// there are any; until then it counts as free (GC has done its work) and is opened only
+    /// if the pool is empty. Off: victims join the pool at once. Either way, victims still
+    /// waiting join the pool now (whoever deferred them has run or dropped their erases).
+    /// The event engine defers erases; the reservation path orders each die's operations
+    /// as they are made, so an erase always precedes the block's next programs there.
+    fn defer_erases(&mut self, deferred: bool);
+    /// The erase of `block` (a collected victim) ran.
+    fn block_erased(&mut self, block: u32);
+    /// Free blocks of `plane` now (collected victims waiting for their erase included).
     fn free_blocks(&self, plane: u32) -> usize;
     /// Fewest free blocks any plane has kept after a host write opened a block, since the
     /// counters were reset (never below the GC reserve).

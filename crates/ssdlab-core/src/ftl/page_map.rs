@@ -27,6 +27,8 @@
 //! is kept in flat arrays (4 bytes per logical unit, 4 per physical unit plus a few dozen per
 //! block) so that a 1 TiB device with 4 KiB units fits in about 2 GB.
 
+use std::collections::VecDeque;
+
 use super::segments::{SeaState, Segments};
 use super::{FlashOp, Ftl, FtlCounters, FtlError, Purpose, UnitWrite, WriteOutcome};
 use crate::config::Config;
@@ -94,8 +96,13 @@ pub struct PageMapFtl {
     /// Open block per (plane, handle, kind).
     open: Vec<u32>,
     pools: Vec<Box<dyn FreeBlockPool>>,
-    /// Free blocks per plane (the pools' lengths, read on every host page and idle die without
-    /// a call through the pool's trait object).
+    /// Per plane: collected victims whose erase has not run yet, oldest first (only while
+    /// erases are deferred, see [`Ftl::defer_erases`]). A frontier opens one of them only
+    /// when its pool is empty; its programs then wait for the erase.
+    erasing: Vec<VecDeque<u32>>,
+    erases_deferred: bool,
+    /// Free blocks per plane (the pools' lengths and the erasing ones, read on every host page
+    /// and idle die without a call through the pool's trait object).
     free: Vec<u32>,
     /// The victim being collected in each plane and the next page offset to look at.
     gc_jobs: Vec<Option<GcJob>>,
@@ -229,6 +236,8 @@ impl PageMapFtl {
             open: vec![NONE; geo.planes as usize * handles as usize * 2],
             free: pools.iter().map(|p| p.len() as u32).collect(),
             pools,
+            erasing: vec![VecDeque::new(); geo.planes as usize],
+            erases_deferred: false,
             gc_jobs: vec![None; geo.planes as usize],
             handles,
             next_seq: 0,
@@ -514,6 +523,7 @@ impl PageMapFtl {
             }
             block = self.pools[plane as usize]
                 .pop()
+                .or_else(|| self.erasing[plane as usize].pop_front())
                 .ok_or(FtlError::NoSpace { plane })?;
             self.free[plane as usize] -= 1;
             if kind == HOST {
@@ -1089,7 +1099,11 @@ impl PageMapFtl {
         self.segments.block_freed(plane, handle);
         self.write_ptr[v] = 0;
         self.last_write_ns[v] = 0;
-        self.pools[plane as usize].push(victim, self.erase_count[v]);
+        if self.erases_deferred {
+            self.erasing[plane as usize].push_back(victim);
+        } else {
+            self.pools[plane as usize].push(victim, self.erase_count[v]);
+        }
         self.free[plane as usize] += 1;
         self.counters.gc_invocations += 1;
         self.counters.erases += 1;
@@ -1229,6 +1243,24 @@ impl Ftl for PageMapFtl {
         Ok(done)
     }
 
+    fn defer_erases(&mut self, deferred: bool) {
+        self.erases_deferred = deferred;
+        for plane in 0..self.erasing.len() {
+            while let Some(block) = self.erasing[plane].pop_front() {
+                self.pools[plane].push(block, self.erase_count[block as usize]);
+            }
+        }
+    }
+
+    fn block_erased(&mut self, block: u32) {
+        let plane = self.geo.plane_of_block(block) as usize;
+        // Usually the oldest: erases mostly finish in the order GC made them.
+        if let Some(at) = self.erasing[plane].iter().position(|&b| b == block) {
+            self.erasing[plane].remove(at);
+            self.pools[plane].push(block, self.erase_count[block as usize]);
+        }
+    }
+
     fn free_blocks(&self, plane: u32) -> usize {
         self.free[plane as usize] as usize
     }
@@ -1343,12 +1375,14 @@ impl Ftl for PageMapFtl {
             if victims != self.gc_jobs[plane as usize].is_some() as usize {
                 return Err(format!("plane {plane}: {victims} blocks in collection"));
             }
-            if free != self.pools[plane as usize].len()
-                || free != self.free[plane as usize] as usize
-            {
+            let (pooled, erasing) = (
+                self.pools[plane as usize].len(),
+                self.erasing[plane as usize].len(),
+            );
+            if free != pooled + erasing || free != self.free[plane as usize] as usize {
                 return Err(format!(
-                    "plane {plane}: {free} free blocks but {} in the pool",
-                    self.pools[plane as usize].len()
+                    "plane {plane}: {free} free blocks but {pooled} in the pool and \
+                     {erasing} waiting for their erase"
                 ));
             }
         }
@@ -1683,6 +1717,76 @@ mod tests {
                 "{page}/{unit} sea {sea}: {migrated} migrated"
             );
         }
+    }
+
+    /// With erases deferred, a collected victim counts as free but is opened only when its
+    /// plane has no erased block; the test completes erases late, in random order.
+    #[test]
+    fn victims_are_opened_before_their_erase_only_when_no_erased_block_is_left() {
+        let (cfg, geo, logical) = small();
+        let mut ftl = ftl_for(&cfg, &geo, logical);
+        ftl.defer_erases(true);
+        let mut ops = Vec::new();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+        let mut erasing: Vec<u32> = Vec::new();
+        let (mut early, mut erased) = (0, 0);
+        for i in 0..60_000u64 {
+            let lpa = rng.gen_range(0..logical);
+            let plane = geo.stripe_order[(i % geo.planes as u64) as usize];
+            let write = UnitWrite {
+                unit: lpa,
+                handle: (lpa % 2) as u32,
+                plane,
+                now_ns: i,
+                host_bytes: 4096,
+            };
+            let outcome = ftl.write(write, &mut ops).unwrap();
+            let mut opened = vec![ftl.block_of_unit(outcome.new) as u32];
+            for op in &ops {
+                match *op {
+                    FlashOp::Move { dst, .. } | FlashOp::GcProgram { dst } => {
+                        opened.push(geo.block_of(dst))
+                    }
+                    FlashOp::MoveUnit { dst, .. } => opened.push(ftl.block_of_unit(dst) as u32),
+                    _ => {}
+                }
+            }
+            for block in opened {
+                if let Some(at) = erasing.iter().position(|&b| b == block) {
+                    // Taken before its erase ran: its plane had no erased block (nothing
+                    // joins a pool during a call, so it is still empty).
+                    let plane = geo.plane_of_block(block) as usize;
+                    assert!(ftl.pools[plane].is_empty(), "write {i}: block {block}");
+                    erasing.swap_remove(at);
+                    early += 1;
+                }
+            }
+            for op in &ops {
+                if let FlashOp::Erase { block, .. } = *op {
+                    erasing.push(block);
+                }
+            }
+            ops.clear();
+            // Erases end late and out of order.
+            while !erasing.is_empty() && rng.gen_bool(0.3) {
+                let block = erasing.swap_remove(rng.gen_range(0..erasing.len()));
+                ftl.block_erased(block);
+                erased += 1;
+            }
+            if i % 5000 == 0 {
+                ftl.check_invariants().unwrap();
+            }
+        }
+        assert!(
+            early > 0 && erased > 1000,
+            "{early} opened early, {erased} erased"
+        );
+        let free: Vec<usize> = (0..geo.planes).map(|p| ftl.free_blocks(p)).collect();
+        ftl.defer_erases(false);
+        assert!(ftl.erasing.iter().all(|e| e.is_empty()));
+        let pooled: Vec<usize> = ftl.pools.iter().map(|p| p.len()).collect();
+        assert_eq!(free, pooled, "waiting victims join their pools");
+        ftl.check_invariants().unwrap();
     }
 
     #[test]

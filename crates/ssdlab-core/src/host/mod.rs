@@ -777,6 +777,8 @@ impl Device {
                     self.timeline
                         .erase(die, ready_ns, self.config.cell.erase_ns);
                     self.count_erase(block, purpose == Purpose::Gc, false);
+                    // Reserved on its die before any later program there.
+                    self.ftl.block_erased(block);
                 }
                 FlashOp::TranslationRead { .. }
                 | FlashOp::TranslationProgram { .. }
