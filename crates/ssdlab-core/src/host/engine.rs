@@ -82,6 +82,10 @@ struct Txn {
     background: bool,
 }
 
+/// `Engine::programs_since_erase` of a block being erased.
+#[cfg(debug_assertions)]
+const ERASING: u32 = u32::MAX;
+
 /// Pages per region of `Engine::pending_in_region`.
 const REGION_SHIFT: u32 = 8;
 
@@ -117,15 +121,46 @@ fn copyback_run(
 /// whether a host program of it is pending (then its pages are checked one by one).
 struct BlockSeen {
     pages: std::ops::Range<u32>,
+    block: u32,
     die: u32,
     pending: bool,
+    /// Its erase not done yet, or NONE (a block opened before its erase ran: none of its
+    /// programs has run, its data is all in the controller).
+    erase: u32,
 }
 
 impl BlockSeen {
     const NONE: BlockSeen = BlockSeen {
         pages: 0..0,
+        block: NONE,
         die: NONE,
         pending: false,
+        erase: NONE,
+    };
+}
+
+/// What the engine tracks of one block's programs and erases (together: one cache line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BlockWork {
+    /// Its latest GC erase not done yet, or NONE. The FTL opens such a block only when its
+    /// plane has no erased one left (`Ftl::defer_erases`); its programs, and its next erase,
+    /// then wait for that erase (`gate_on`).
+    erase: u32,
+    /// Programs made and not started yet (those waiting for its erase aside). A victim's
+    /// erase waits until none is left (`erase_blocked`): a victim taken soon after it filled
+    /// may still have programs waiting for GC reads, a buffer slot or their die. (Which of a
+    /// block's free pages a program takes is not modelled: controllers bind a page when its
+    /// data is ready, so a block's programs may start in any order.)
+    unstarted_programs: u32,
+    /// Its erase waiting for `unstarted_programs` to reach 0, or NONE.
+    erase_blocked: u32,
+}
+
+impl BlockWork {
+    const IDLE: BlockWork = BlockWork {
+        erase: NONE,
+        unstarted_programs: 0,
+        erase_blocked: NONE,
     };
 }
 
@@ -136,6 +171,9 @@ struct Fused {
     die: u32,
     array_ns: u64,
     moves: u32,
+    /// First page of its destination block (one block per step: that block's next erase
+    /// counts it among the programs it waits for).
+    dst_first_page: u32,
 }
 
 impl Fused {
@@ -144,6 +182,7 @@ impl Fused {
         die: NONE,
         array_ns: 0,
         moves: 0,
+        dst_first_page: NONE,
     };
 }
 
@@ -254,10 +293,17 @@ pub(crate) struct Engine {
     /// block index would need a multiply on every host program).
     pending_programs: u32,
     pending_in_region: Vec<u16>,
-    /// GC erases whose block had host programs pending when the erase was made (a victim
-    /// taken soon after it filled), with those pages: each is released once they are done
-    /// (`complete_txn`). Only those: programs made later belong to the block's next fill.
-    erases_waiting: Vec<(u32, Vec<u32>)>,
+    /// Per block: its programs not started and its erases (see `BlockWork`).
+    block_work: Vec<BlockWork>,
+    /// (erase, transaction waiting for it), in the order they were gated.
+    erase_waiters: Vec<(u32, u32)>,
+    /// Scratch list of translation programs held until their list's erases are made.
+    held_after_erase: Vec<u32>,
+    /// Checked builds: per block, programs started since its erase ended (ERASING while one
+    /// runs; unknown before the run, so 0). Flash takes at most a block's pages between
+    /// erases, and none during one.
+    #[cfg(debug_assertions)]
+    programs_since_erase: Vec<u32>,
     /// Scratch list of a host read's (page, bytes): no allocation per read.
     scratch_pages: Vec<(u32, u64)>,
     /// The run will issue no more requests: no new background GC steps (the run ends with
@@ -326,7 +372,11 @@ impl Engine {
             scratch_reads: Vec::new(),
             staged_programs: BTreeMap::new(),
             pending_program_bits: vec![0; (dev.geo.physical_pages as usize).div_ceil(64)],
-            erases_waiting: Vec::new(),
+            block_work: vec![BlockWork::IDLE; dev.geo.blocks as usize],
+            erase_waiters: Vec::new(),
+            held_after_erase: Vec::new(),
+            #[cfg(debug_assertions)]
+            programs_since_erase: vec![0; dev.geo.blocks as usize],
             pending_in_region: vec![0; (dev.geo.physical_pages >> REGION_SHIFT) as usize + 1],
             pending_programs: 0,
             scratch_pages: Vec::new(),
@@ -353,14 +403,6 @@ impl Engine {
         let regions =
             (pages.start >> REGION_SHIFT) as usize..=((pages.end - 1) >> REGION_SHIFT) as usize;
         self.pending_in_region[regions].iter().any(|&n| n > 0)
-    }
-
-    /// The pages among `pages` whose host program is pending.
-    fn pages_pending(&self, pages: std::ops::Range<u32>) -> Vec<u32> {
-        if !self.any_pending_near(&pages) {
-            return Vec::new();
-        }
-        pages.filter(|&ppa| self.program_pending(ppa)).collect()
     }
 
     /// Mark or clear the pending program of host page `ppa`.
@@ -742,6 +784,23 @@ impl Device {
         let mut id = leader;
         while id != NONE {
             let t = e.txns[id as usize];
+            #[cfg(debug_assertions)]
+            {
+                let block = self.geo.block_of(t.ppa) as usize;
+                let done = &mut e.programs_since_erase[block];
+                match t.kind {
+                    TxnKind::Program => {
+                        assert_ne!(*done, ERASING, "block {block} programmed while erased");
+                        *done += t.moves.max(1);
+                        assert!(
+                            *done <= self.geo.pages_per_block,
+                            "block {block}: {done} programs since its erase"
+                        );
+                    }
+                    TxnKind::Erase => *done = ERASING,
+                    TxnKind::Read => {}
+                }
+            }
             e.queued_work_ns[d] -= t.array_ns;
             if t.request != NONE {
                 let wait = now - t.enqueued_ns;
@@ -795,10 +854,33 @@ impl Device {
         }
         e.refresh_load(die);
         self.timeline.add_busy(die, array_ns);
+        if lt.kind == TxnKind::Program {
+            self.programs_started(leader);
+        }
         if lt.kind == TxnKind::Program && transfers > 0 {
             self.request_channel(die, leader, transfers, array_ns);
         } else if lt.kind != TxnKind::Read {
             self.suspend_for_waiting_reads(die);
+        }
+    }
+
+    /// The programs of group `leader` started: an erase of their block that waited for the
+    /// last of them may queue (on the same die, behind them).
+    fn programs_started(&mut self, leader: u32) {
+        let now = self.engine().now_ns;
+        let mut id = leader;
+        while id != NONE {
+            let t = self.engine().txns[id as usize];
+            let block = self.geo.block_of(t.ppa) as usize;
+            let e = self.engine();
+            e.block_work[block].unstarted_programs -= 1;
+            if e.block_work[block].unstarted_programs == 0
+                && e.block_work[block].erase_blocked != NONE
+            {
+                let erase = std::mem::replace(&mut e.block_work[block].erase_blocked, NONE);
+                self.release(erase, now);
+            }
+            id = t.group_next;
         }
     }
 
@@ -929,16 +1011,12 @@ impl Device {
                 }
             }
         }
+        if t.kind == TxnKind::Erase {
+            self.erase_done(id, self.geo.block_of(t.ppa));
+        }
         let e = self.engine.as_mut().expect("engine");
-        if t.kind == TxnKind::Program {
-            if e.program_pending(t.ppa) {
-                e.mark_host_program(t.ppa, false);
-            }
-            // Also when the bit was clear: a page programmed twice while an erase of its
-            // block waited (GC took the block again) has one bit for both programs.
-            if !e.erases_waiting.is_empty() {
-                self.program_done_for_erases(t.ppa);
-            }
+        if t.kind == TxnKind::Program && e.program_pending(t.ppa) {
+            e.mark_host_program(t.ppa, false);
         }
         let e = self.engine.as_mut().expect("engine");
         if t.batch != NONE {
@@ -960,23 +1038,6 @@ impl Device {
         }
         let e = self.engine.as_mut().expect("engine");
         e.free_txns.push(id);
-    }
-
-    /// A program of `ppa` is done: the erases that wait for it (among other pages of their
-    /// block; several when GC took the block again meanwhile) may go once all theirs are.
-    fn program_done_for_erases(&mut self, ppa: u32) {
-        let now = self.engine().now_ns;
-        let mut i = 0;
-        while i < self.engine().erases_waiting.len() {
-            let pages = &mut self.engine().erases_waiting[i].1;
-            pages.retain(|&p| p != ppa);
-            if pages.is_empty() {
-                let (id, _) = self.engine().erases_waiting.swap_remove(i);
-                self.release(id, now);
-            } else {
-                i += 1;
-            }
-        }
     }
 
     /// A buffered program is on flash: its slot takes the next waiting page, and flushes that
@@ -1041,8 +1102,10 @@ impl Device {
             // controller: no read (and no copyback, which senses the source on the die).
             let from_controller = match *op {
                 FlashOp::Move { src, .. } | FlashOp::GcRead { src } => {
-                    self.see_block(&mut src_block, src).pending
-                        && self.engine.as_ref().expect("engine").program_pending(src)
+                    let seen = self.see_block(&mut src_block, src);
+                    seen.pending
+                        && (seen.erase != NONE
+                            || self.engine.as_ref().expect("engine").program_pending(src))
                 }
                 _ => false,
             };
@@ -1057,7 +1120,9 @@ impl Device {
                 }
                 _ => NONE,
             };
-            if copyback_die != fused.die {
+            if copyback_die != fused.die
+                || (copyback_die != NONE && dst_block.pages.start != fused.dst_first_page)
+            {
                 self.end_fused(&mut fused);
             }
             match *op {
@@ -1103,6 +1168,9 @@ impl Device {
                         let e = self.engine();
                         fused.txn = e.new_txn(step);
                         fused.die = copyback_die;
+                        fused.dst_first_page = dst_block.pages.start;
+                        self.program_made(fused.txn, dst_block.block, dst_block.erase);
+                        let e = self.engine();
                         e.batches[batch as usize].reads_left += 1;
                         if request != NONE {
                             e.request(request).pending += 1;
@@ -1115,12 +1183,17 @@ impl Device {
                 FlashOp::Move { src, dst } if from_controller => {
                     self.relocate_data(src, dst);
                     self.flash.gc_controller_reads += 1;
-                    let program = self.gc_program_txn(dst, class, request, background, false);
+                    let seen = self.see_block(&mut dst_block, dst);
+                    let erase = (seen.block, seen.erase);
+                    let program =
+                        self.gc_program_txn(dst, class, request, background, false, erase);
                     ready_now.push(program);
                 }
                 FlashOp::Move { src, dst } => {
                     self.relocate_data(src, dst);
-                    let program = self.gc_program_txn(dst, class, request, background, true);
+                    let seen = self.see_block(&mut dst_block, dst);
+                    let erase = (seen.block, seen.erase);
+                    let program = self.gc_program_txn(dst, class, request, background, true, erase);
                     let read = self.gc_read_txn(src, class, batch, request, background);
                     if self.flex {
                         // Decoded by the source's code, encoded by the destination's.
@@ -1144,7 +1217,9 @@ impl Device {
                 }
                 FlashOp::GcProgram { dst } => {
                     let gated = feeder != NONE;
-                    let id = self.gc_program_txn(dst, class, request, background, gated);
+                    let seen = self.see_block(&mut dst_block, dst);
+                    let erase = (seen.block, seen.erase);
+                    let id = self.gc_program_txn(dst, class, request, background, gated, erase);
                     if feeder == NONE {
                         ready_now.push(id);
                     } else {
@@ -1169,24 +1244,32 @@ impl Device {
                     }
                     e.batches[batch as usize].erase = id;
                     // It waits for the step's reads (the last one done releases it) and for
-                    // the block's host programs not done yet: an erase before them would
-                    // leave them to program an erased block.
+                    // the block's programs not started yet (a victim taken soon after it
+                    // filled, whose programs wait for GC reads, a buffer slot or a die): on
+                    // its die after them, so it never leaves them an erased block.
                     if e.batches[batch as usize].reads_left == 0 {
                         e.free_batches.push(batch);
                     } else {
                         e.txns[id as usize].gates += 1;
                     }
-                    let pages = self.geo.block_pages(block);
+                    // A block opened before its previous erase ran, filled and collected
+                    // again: its erases run in order (the programs between them wait for
+                    // the first and are counted once it is done, see `erase_done`).
                     let e = self.engine();
-                    let pending = e.pages_pending(pages);
-                    if !pending.is_empty() {
+                    let b = block as usize;
+                    let previous = std::mem::replace(&mut e.block_work[b].erase, id);
+                    if previous != NONE {
+                        self.gate_on(previous, id);
+                    } else if e.block_work[b].unstarted_programs > 0 {
                         e.txns[id as usize].gates += 1;
-                        e.erases_waiting.push((id, pending));
+                        e.block_work[b].erase_blocked = id;
                     }
-                    if e.txns[id as usize].gates == 0 {
+                    if self.engine().txns[id as usize].gates == 0 {
                         self.enqueue_at(id, now);
                     }
                     batch = self.engine().new_batch();
+                    // The blocks looked at before may have changed state (this one is free).
+                    (src_block, dst_block) = (BlockSeen::NONE, BlockSeen::NONE);
                 }
                 // Translation work is chained apart (`translation_chain`).
                 FlashOp::TranslationRead { .. }
@@ -1200,6 +1283,10 @@ impl Device {
         if e.batches[batch as usize].reads_left == 0 {
             e.free_batches.push(batch);
         }
+        // Not those that wait for their block's erase (decided before any is queued: one that
+        // starts may release another of the list).
+        let e = self.engine();
+        ready_now.retain(|&id| e.txns[id as usize].gates == 0);
         for &id in &ready_now {
             self.enqueue_at(id, now);
         }
@@ -1213,10 +1300,13 @@ impl Device {
             let block = self.geo.block_of(ppa);
             let pages = self.geo.block_pages(block);
             let e = self.engine.as_ref().expect("engine");
+            let erase = e.block_work[block as usize].erase;
             *seen = BlockSeen {
-                pending: e.any_pending_near(&pages),
+                pending: erase != NONE || e.any_pending_near(&pages),
                 pages,
+                block,
                 die: self.geo.die_of_block(block),
+                erase,
             };
         }
         seen
@@ -1281,8 +1371,11 @@ impl Device {
             start
         };
         let (decode, encode) = (self.derived.decode_ns, self.derived.encode_ns);
+        let first_erase = ops
+            .iter()
+            .position(|op| matches!(op, FlashOp::Erase { .. }));
         let mut last = NONE;
-        for op in ops {
+        for (i, op) in ops.iter().enumerate() {
             let (mut t, ppa) = match *op {
                 FlashOp::TranslationRead { ppa } => {
                     let t_read = self.count_translation_read(ppa);
@@ -1299,11 +1392,30 @@ impl Device {
             t = self.at_page(t, ppa);
             t.transfers = 1;
             t.gates = (last != NONE) as u8;
+            t.not_before_ns = ready;
             let e = self.engine();
             let id = e.new_txn(t);
             e.queued_work_ns[t.die as usize] += t.array_ns;
+            if t.kind == TxnKind::Program {
+                let block = self.geo.block_of(ppa);
+                let after_erase = first_erase.is_some_and(|first| first < i)
+                    && ops[..i]
+                        .iter()
+                        .any(|op| matches!(*op, FlashOp::Erase { block: b, .. } if b == block));
+                if after_erase {
+                    // The list erases its block first: it follows that erase, made with the
+                    // list's GC work after this (`ftl_work_to_txns`); held until then.
+                    let e = self.engine();
+                    e.txns[id as usize].gates += 1;
+                    e.held_after_erase.push(id);
+                } else {
+                    self.program_made_at(id, ppa);
+                }
+            }
             if last == NONE {
-                self.enqueue_at(id, ready);
+                if self.engine().txns[id as usize].gates == 0 {
+                    self.enqueue_at(id, ready);
+                }
             } else {
                 let e = self.engine();
                 if t.kind == TxnKind::Program {
@@ -1314,6 +1426,31 @@ impl Device {
             last = id;
         }
         (ready, last)
+    }
+
+    /// The work of one FTL call as transactions: its translation chain (returned as by
+    /// `translation_chain`), then its GC work, waited for by `gc_request` (or NONE). A
+    /// translation program made before an erase of its block in the list goes before that
+    /// erase on the die, one made after it (the block erased and opened again) after it.
+    fn ftl_work_to_txns(
+        &mut self,
+        ops: &[FlashOp],
+        start: u64,
+        chain_class: TxnClass,
+        gc_request: u32,
+    ) -> (u64, u32) {
+        let chain = self.translation_chain(ops, start, chain_class);
+        self.gc_ops_to_txns(ops, gc_request, TxnClass::HostWrite, false);
+        let mut held = std::mem::take(&mut self.engine().held_after_erase);
+        let now = self.engine().now_ns;
+        for &id in &held {
+            let ppa = self.engine().txns[id as usize].ppa;
+            self.program_made_at(id, ppa);
+            self.release(id, now);
+        }
+        held.clear();
+        self.engine().held_after_erase = held;
+        chain
     }
 
     /// A GC read of `src` through the controller, counted, and in `batch` (the victim's erase
@@ -1338,7 +1475,8 @@ impl Device {
     }
 
     /// A GC program of `dst` through the controller, counted; `gated`: it waits to be released
-    /// by what feeds it its data.
+    /// by what feeds it its data; `(block, erase)`: its block and that block's erase not done
+    /// yet (it waits for it), or NONE.
     fn gc_program_txn(
         &mut self,
         dst: u32,
@@ -1346,13 +1484,89 @@ impl Device {
         request: u32,
         background: bool,
         gated: bool,
+        (block, erase): (u32, u32),
     ) -> u32 {
         let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
         self.count_gc_program(t_prog, true, background);
         let mut program = self.at_page(txn(TxnKind::Program, class, t_prog), dst);
         program.transfers = 1;
         program.gates = gated as u8;
-        self.engine().gc_txn(program, request, background)
+        let id = self.engine().gc_txn(program, request, background);
+        self.program_made(id, block, erase);
+        id
+    }
+
+    /// Program `id` of `block` is made: it waits for `erase` (the block's, not done yet) if
+    /// not NONE; otherwise the block's next erase waits for it to start.
+    fn program_made(&mut self, id: u32, block: u32, erase: u32) {
+        if erase != NONE {
+            self.gate_on(erase, id);
+        } else {
+            self.engine().block_work[block as usize].unstarted_programs += 1;
+        }
+    }
+
+    /// `program_made` for a program of page `ppa`, its block's erase looked up.
+    fn program_made_at(&mut self, id: u32, ppa: u32) {
+        let block = self.geo.block_of(ppa);
+        let erase = self.engine().block_work[block as usize].erase;
+        self.program_made(id, block, erase);
+    }
+
+    /// Gate transaction `id` on `erase` (of the block it programs, or erases again): flash
+    /// takes a block's programs only after its erase.
+    fn gate_on(&mut self, erase: u32, id: u32) {
+        let e = self.engine();
+        if e.txns[id as usize].kind == TxnKind::Program {
+            self.flash.programs_awaiting_erase += 1;
+        }
+        let e = self.engine();
+        e.txns[id as usize].gates += 1;
+        e.erase_waiters.push((erase, id));
+    }
+
+    /// Erase `id` of `block` is done: what waited for it may go, and the block joins its
+    /// plane's free pool (unless a later erase of it is pending).
+    fn erase_done(&mut self, id: u32, block: u32) {
+        let e = self.engine();
+        let now = e.now_ns;
+        #[cfg(debug_assertions)]
+        {
+            e.programs_since_erase[block as usize] = 0;
+        }
+        let latest = e.block_work[block as usize].erase == id;
+        if latest {
+            e.block_work[block as usize].erase = NONE;
+            self.ftl.block_erased(block);
+        }
+        let e = self.engine();
+        if e.erase_waiters.iter().any(|&(erase, _)| erase == id) {
+            let waiters = std::mem::take(&mut e.erase_waiters);
+            let mut kept = Vec::with_capacity(waiters.len());
+            let b = block as usize;
+            for (erase, waiter) in waiters {
+                if erase != id {
+                    kept.push((erase, waiter));
+                    continue;
+                }
+                let e = self.engine();
+                if e.txns[waiter as usize].kind == TxnKind::Program {
+                    // The block's next erase waits for it now.
+                    e.block_work[b].unstarted_programs += 1;
+                    self.release(waiter, now);
+                } else if e.block_work[b].unstarted_programs > 0 {
+                    // The block's next erase, after its programs made meanwhile (its gate
+                    // on this erase becomes its gate on them).
+                    e.block_work[b].erase_blocked = waiter;
+                } else {
+                    self.release(waiter, now);
+                }
+            }
+            // Released ones gate on nothing new, so the list took no entries meanwhile.
+            let e = self.engine();
+            kept.append(&mut e.erase_waiters);
+            e.erase_waiters = kept;
+        }
     }
 
     /// Translate a request issued at `issue_ns` (the engine's present) into transactions.
@@ -1461,8 +1675,7 @@ impl Device {
             let found = self.ftl.lookup(unit, &mut ops);
             let mut chain = (start, NONE);
             if !ops.is_empty() {
-                self.gc_ops_to_txns(&ops, NONE, TxnClass::HostWrite, false);
-                chain = self.translation_chain(&ops, start, TxnClass::HostRead);
+                chain = self.ftl_work_to_txns(&ops, start, TxnClass::HostRead, NONE);
             }
             self.ops = ops;
             let found_page = self.page_to_read(unit, found, start);
@@ -1574,11 +1787,10 @@ impl Device {
                 &mut ops,
             );
             // Foreground GC: this write waits for it (throttling by the shortage).
-            self.gc_ops_to_txns(&ops, slot, TxnClass::HostWrite, false);
             let (mapping_ready, last) = if ops.is_empty() {
                 (start, NONE)
             } else {
-                self.translation_chain(&ops, start, TxnClass::HostWrite)
+                self.ftl_work_to_txns(&ops, start, TxnClass::HostWrite, slot)
             };
             self.ops = ops;
             let outcome = outcome?;
@@ -1687,6 +1899,7 @@ impl Device {
         if filling {
             e.staged_programs.insert(ppa, p);
         }
+        self.program_made_at(p, ppa);
         p
     }
 
@@ -1828,10 +2041,17 @@ impl Device {
                 return Err(DeviceError::Run("event engine did not drain"));
             }
         }
+        self.ftl.defer_erases(false);
         if let Some(e) = self.engine.take() {
-            // Every erase that waited for programs was released by them (their completions
-            // are events, all processed above).
-            debug_assert!(e.erases_waiting.is_empty(), "an erase never started");
+            // Every program and erase that waited for another was released by it (their
+            // starts and completions are events, all processed above).
+            debug_assert!(
+                e.block_work
+                    .iter()
+                    .all(|w| w.erase == NONE && w.erase_blocked == NONE),
+                "an erase never ran"
+            );
+            debug_assert!(e.erase_waiters.is_empty(), "a program waits for an erase");
             e.hand_back(&mut self.timeline);
         }
         Ok(())

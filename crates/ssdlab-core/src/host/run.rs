@@ -204,6 +204,8 @@ impl Device {
         let c = &self.config;
         if c.controller.scheduler != crate::config::SchedulerKind::Fcfs || c.cell.suspend {
             self.engine = Some(Box::new(super::engine::Engine::new(self)));
+            // Erases run when the engine gets to them: a victim is opened again once erased.
+            self.ftl.defer_erases(true);
         }
         let log_next = self.requests_seen + 1;
         self.run = Some(Box::new(RunState {
@@ -500,6 +502,7 @@ impl Device {
         })();
         if let Err(e) = drained {
             self.engine = None;
+            self.ftl.defer_erases(false);
             return Err(e);
         }
         let ssd_job = serde_json::json!({

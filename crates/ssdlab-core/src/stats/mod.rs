@@ -279,6 +279,9 @@ pub struct FlashCounters {
     /// GC moves whose source page's host program was not done (a victim taken soon after it
     /// filled): its data came from the controller, without a read (event engine).
     pub gc_controller_reads: u64,
+    /// Programs (and erases) that waited for their block's previous erase: a plane with no
+    /// erased block left opened a collected victim whose erase had not run (event engine).
+    pub programs_awaiting_erase: u64,
     /// Out-of-band area reads (GC reads each moved page's logical address) and writes (every
     /// program writes the page's logical address with it).
     pub oob_reads: u64,
