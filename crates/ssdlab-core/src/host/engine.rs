@@ -425,6 +425,24 @@ impl Engine {
         }
     }
 
+    /// Erase `erase` holds up a program of `class`: it is served as that class (host writes
+    /// at most), so that it does not wait behind the work of the class it blocks (priority
+    /// inheritance). Moved to that class's queue if it is queued.
+    fn inherit_class(&mut self, erase: u32, class: TxnClass) {
+        let t = self.txns[erase as usize];
+        let class = class.max(TxnClass::HostWrite);
+        if class >= t.class {
+            return;
+        }
+        self.txns[erase as usize].class = class;
+        let die = t.die as usize * QUEUES;
+        let queue = &mut self.queues[die + queue_of(t.kind, t.class)];
+        if let Some(at) = queue.iter().position(|&id| id == erase) {
+            queue.remove(at);
+            self.queues[die + queue_of(t.kind, class)].push_back(erase);
+        }
+    }
+
     fn new_txn(&mut self, txn: Txn) -> u32 {
         slab_insert(&mut self.txns, &mut self.free_txns, txn)
     }
@@ -1516,11 +1534,12 @@ impl Device {
     /// Gate transaction `id` on `erase` (of the block it programs, or erases again): flash
     /// takes a block's programs only after its erase.
     fn gate_on(&mut self, erase: u32, id: u32) {
-        let e = self.engine();
-        if e.txns[id as usize].kind == TxnKind::Program {
+        let e = self.engine.as_mut().expect("engine");
+        let waiter = e.txns[id as usize];
+        if waiter.kind == TxnKind::Program {
             self.flash.programs_awaiting_erase += 1;
+            e.inherit_class(erase, waiter.class);
         }
-        let e = self.engine();
         e.txns[id as usize].gates += 1;
         e.erase_waiters.push((erase, id));
     }
@@ -2055,5 +2074,38 @@ impl Device {
             e.hand_back(&mut self.timeline);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An erase that programs wait for is served as their class (host writes at most), moved
+    /// to that class's queue of its die; never lowered.
+    #[test]
+    fn an_erase_inherits_the_class_of_the_programs_it_holds_up() {
+        let dev = Device::from_toml("", "t", &[], 1, false).unwrap();
+        let mut e = Engine::new(&dev);
+        let mut erase = txn(TxnKind::Erase, TxnClass::Erase, 1);
+        erase.die = 1;
+        let id = e.new_txn(erase);
+        let queue = |class| QUEUES + queue_of(TxnKind::Erase, class);
+        e.queues[queue(TxnClass::Erase)].push_back(id);
+        e.inherit_class(id, TxnClass::Gc);
+        assert_eq!(e.txns[id as usize].class, TxnClass::Gc);
+        assert!(e.queues[queue(TxnClass::Erase)].is_empty());
+        assert_eq!(e.queues[queue(TxnClass::Gc)], [id]);
+        // A host read's program (DFTL translation work) lifts it to host writes, no further.
+        e.inherit_class(id, TxnClass::HostRead);
+        assert_eq!(e.txns[id as usize].class, TxnClass::HostWrite);
+        assert_eq!(e.queues[queue(TxnClass::HostWrite)], [id]);
+        e.inherit_class(id, TxnClass::Gc);
+        assert_eq!(e.txns[id as usize].class, TxnClass::HostWrite);
+        // Not queued (still gated, or running): only its class changes.
+        let other = e.new_txn(erase);
+        e.inherit_class(other, TxnClass::HostWrite);
+        assert_eq!(e.txns[other as usize].class, TxnClass::HostWrite);
+        assert_eq!(e.queues[queue(TxnClass::HostWrite)], [id]);
     }
 }
