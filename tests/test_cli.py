@@ -252,6 +252,11 @@ def test_normal_output_shows_die_utilisation_and_sub_unit_writes(capsys, tmp_pat
     ) in out
     assert f"dies: utilisation={ssd['die_utilisation']:.3f} " in out
     assert f"scheduler={ssd['scheduler']}" in out
+    assert (
+        f"moves from the controller={ssd['flash']['gc_controller_reads']}, "
+        "programs that waited for their block's erase="
+        f"{ssd['flash']['programs_awaiting_erase']}"
+    ) in out
 
 
 def test_precondition_then_run(capsys, randrw_job):

@@ -680,7 +680,9 @@ def _format_ssd(lines: list[str], ssd: dict[str, Any]) -> None:
     lines.append(
         f"  GC: invocations={gc.get('invocations', 0)}, "
         f"pages programmed={gc.get('pages_programmed', 0)}, "
-        f"time={gc.get('time_ns', 0) / 1e6:.3f}ms"
+        f"time={gc.get('time_ns', 0) / 1e6:.3f}ms, "
+        f"moves from the controller={flash.get('gc_controller_reads', 0)}, "
+        f"programs that waited for their block's erase={flash.get('programs_awaiting_erase', 0)}"
     )
     lines.append(
         f"  erases per block: min={erases.get('min', 0)}, mean={erases.get('mean', 0):.2f}, "
