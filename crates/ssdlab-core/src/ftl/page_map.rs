@@ -550,6 +550,11 @@ impl PageMapFtl {
         })
     }
 
+    /// Erased `block` joins the free pool of `plane`, ranked by its wear.
+    fn pool_block(&mut self, plane: usize, block: u32) {
+        self.pools[plane].push(block, self.erase_count[block as usize]);
+    }
+
     fn close(&mut self, block: u32) {
         self.state[block as usize] = BlockState::Full;
         self.closed_seq[block as usize] = self.next_seq;
@@ -1102,7 +1107,7 @@ impl PageMapFtl {
         if self.erases_deferred {
             self.erasing[plane as usize].push_back(victim);
         } else {
-            self.pools[plane as usize].push(victim, self.erase_count[v]);
+            self.pool_block(plane as usize, victim);
         }
         self.free[plane as usize] += 1;
         self.counters.gc_invocations += 1;
@@ -1247,7 +1252,7 @@ impl Ftl for PageMapFtl {
         self.erases_deferred = deferred;
         for plane in 0..self.erasing.len() {
             while let Some(block) = self.erasing[plane].pop_front() {
-                self.pools[plane].push(block, self.erase_count[block as usize]);
+                self.pool_block(plane, block);
             }
         }
     }
@@ -1257,7 +1262,7 @@ impl Ftl for PageMapFtl {
         // Usually the oldest: erases mostly finish in the order GC made them.
         if let Some(at) = self.erasing[plane].iter().position(|&b| b == block) {
             self.erasing[plane].remove(at);
-            self.pools[plane].push(block, self.erase_count[block as usize]);
+            self.pool_block(plane, block);
         }
     }
 
