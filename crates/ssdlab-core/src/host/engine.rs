@@ -117,6 +117,22 @@ fn copyback_run(
     (end, busy)
 }
 
+/// A cached-mapping FTL's translation work in one list, made into transactions as the list is
+/// read: each translation read or program after the one before it, the first once the list's
+/// device-CPU time is done (`ready`). A transaction that needs the mapping is chained after
+/// `last`.
+struct TranslationChain {
+    class: TxnClass,
+    /// When the list's CPU work is done: `start` until the list's first CPU or translation
+    /// operation charges it.
+    ready: u64,
+    charged: bool,
+    /// The first transaction, to queue once the list is made (NONE if gated or absent), and
+    /// the last (NONE while the chain is empty).
+    head: u32,
+    last: u32,
+}
+
 /// The block of the last page looked up in a list of GC operations: its pages, its die, and
 /// whether a host program of it is pending (then its pages are checked one by one).
 struct BlockSeen {
@@ -297,8 +313,8 @@ pub(crate) struct Engine {
     block_work: Vec<BlockWork>,
     /// (erase, transaction waiting for it), in the order they were gated.
     erase_waiters: Vec<(u32, u32)>,
-    /// Scratch list of translation programs held until their list's erases are made.
-    held_after_erase: Vec<u32>,
+    /// Scratch list of the erases of an FTL call's list that may be queued once it is made.
+    scratch_erases: Vec<u32>,
     /// Checked builds: per block, programs started since its erase ended (ERASING while one
     /// runs; unknown before the run, so 0). Flash takes at most a block's pages between
     /// erases, and none during one.
@@ -374,7 +390,7 @@ impl Engine {
             pending_program_bits: vec![0; (dev.geo.physical_pages as usize).div_ceil(64)],
             block_work: vec![BlockWork::IDLE; dev.geo.blocks as usize],
             erase_waiters: Vec::new(),
-            held_after_erase: Vec::new(),
+            scratch_erases: Vec::new(),
             #[cfg(debug_assertions)]
             programs_since_erase: vec![0; dev.geo.blocks as usize],
             pending_in_region: vec![0; (dev.geo.physical_pages >> REGION_SHIFT) as usize + 1],
@@ -727,7 +743,7 @@ impl Device {
             let result =
                 self.ftl
                     .background_gc(plane, now, self.config.ftl.gc_step_pages, &mut ops);
-            self.gc_ops_to_txns(&ops, NONE, TxnClass::Gc, true);
+            self.ftl_ops_to_txns(&ops, now, TxnClass::Gc, NONE, TxnClass::Gc, true);
             self.ops = ops;
             result?;
             break;
@@ -1085,14 +1101,40 @@ impl Device {
         }
     }
 
-    /// Turn the FTL's GC work into queued transactions: each move a read released into a
-    /// program, each packed GC page's program after the reads that fetched its units, the
-    /// victim's erase after the step's reads. `request` (or NONE) waits for all.
-    fn gc_ops_to_txns(&mut self, ops: &[FlashOp], request: u32, class: TxnClass, background: bool) {
+    /// The work of one FTL call as queued transactions, made in the list's order. GC work:
+    /// each move a read released into a program, each packed GC page's program after the
+    /// reads that fetched its units, the victim's erase after the step's reads; `request` (or
+    /// NONE) waits for all of it, served at `class`. Translation work (a cached-mapping FTL's)
+    /// is a chain of `chain_class` that starts at `start` once the list's device-CPU time is
+    /// done. A translation program that the list makes after an erase of its block waits for
+    /// that erase, one made before it goes first. Returns (when the CPU work is done, the
+    /// chain's last transaction or NONE): a transaction that needs the mapping is chained
+    /// after that last one.
+    fn ftl_ops_to_txns(
+        &mut self,
+        ops: &[FlashOp],
+        start: u64,
+        chain_class: TxnClass,
+        request: u32,
+        class: TxnClass,
+        background: bool,
+    ) -> (u64, u32) {
+        let mut chain = TranslationChain {
+            class: chain_class,
+            ready: start,
+            charged: false,
+            head: NONE,
+            last: NONE,
+        };
         if ops.is_empty() {
-            return;
+            return (start, NONE);
         }
         let now = self.engine().now_ns;
+        // Queued once the list is made, in this order: the chain's first transaction, the
+        // erases, the reads and programs ready now (what waits for an erase made later in
+        // the list is known only then; one that starts may release another of the list).
+        let mut erases_now = std::mem::take(&mut self.engine().scratch_erases);
+        erases_now.clear();
         // One batch per victim: the FTL lists a victim's moves, then its erase (a foreground
         // collection at the hard reserve may reclaim several victims in one list).
         let mut batch = self.engine().new_batch();
@@ -1283,16 +1325,17 @@ impl Device {
                         e.block_work[b].erase_blocked = id;
                     }
                     if self.engine().txns[id as usize].gates == 0 {
-                        self.enqueue_at(id, now);
+                        erases_now.push(id);
                     }
                     batch = self.engine().new_batch();
                     // The blocks looked at before may have changed state (this one is free).
                     (src_block, dst_block) = (BlockSeen::NONE, BlockSeen::NONE);
                 }
-                // Translation work is chained apart (`translation_chain`).
-                FlashOp::TranslationRead { .. }
-                | FlashOp::TranslationProgram { .. }
-                | FlashOp::DeviceCpu { .. } => {}
+                FlashOp::TranslationRead { .. } | FlashOp::TranslationProgram { .. } => {
+                    self.charge_list_cpu(&mut chain, &ops[i - 1..]);
+                    self.chain_translation(op, &mut chain);
+                }
+                FlashOp::DeviceCpu { .. } => self.charge_list_cpu(&mut chain, &ops[i - 1..]),
             }
         }
         self.end_fused(&mut fused);
@@ -1305,10 +1348,16 @@ impl Device {
         // starts may release another of the list).
         let e = self.engine();
         ready_now.retain(|&id| e.txns[id as usize].gates == 0);
-        for &id in &ready_now {
+        if chain.head != NONE && e.txns[chain.head as usize].gates == 0 {
+            self.enqueue_at(chain.head, chain.ready);
+        }
+        for &id in erases_now.iter().chain(&ready_now) {
             self.enqueue_at(id, now);
         }
-        self.engine().scratch_reads = ready_now;
+        let e = self.engine();
+        e.scratch_reads = ready_now;
+        e.scratch_erases = erases_now;
+        (chain.ready, chain.last)
     }
 
     /// `seen`, made the block of page `ppa` if it holds another.
@@ -1364,111 +1413,62 @@ impl Device {
         self.work.flash_ns += busy_ns;
     }
 
-    /// A cached-mapping FTL's translation work in `ops` as chained transactions of `class`:
-    /// its device-CPU time first (from `start`), then each translation read or program after
-    /// the one before. Returns (when the CPU work is done, the chain's last transaction or
-    /// NONE): the host transaction that needs the mapping is chained after that last one.
-    fn translation_chain(&mut self, ops: &[FlashOp], start: u64, class: TxnClass) -> (u64, u32) {
-        let (mut cpu_ns, mut translation) = (0, false);
-        for op in ops {
-            match *op {
-                FlashOp::DeviceCpu { ns } => cpu_ns += ns,
-                FlashOp::TranslationRead { .. } | FlashOp::TranslationProgram { .. } => {
-                    translation = true
-                }
-                _ => {}
-            }
+    /// Charge the list's device-CPU time (its CPU operations from `rest`, the rest of the
+    /// list, on: none came before) once, at its first CPU or translation operation.
+    fn charge_list_cpu(&mut self, chain: &mut TranslationChain, rest: &[FlashOp]) {
+        if chain.charged {
+            return;
         }
-        if cpu_ns == 0 && !translation {
-            // A whole-table FTL's list (GC work only): nothing to chain.
-            return (start, NONE);
-        }
-        let ready = if cpu_ns > 0 {
-            self.charge_cpu(start, cpu_ns)
-        } else {
-            start
-        };
-        let (decode, encode) = (self.derived.decode_ns, self.derived.encode_ns);
-        let first_erase = ops
+        chain.charged = true;
+        let cpu_ns: u64 = rest
             .iter()
-            .position(|op| matches!(op, FlashOp::Erase { .. }));
-        let mut last = NONE;
-        for (i, op) in ops.iter().enumerate() {
-            let (mut t, ppa) = match *op {
-                FlashOp::TranslationRead { ppa } => {
-                    let t_read = self.count_translation_read(ppa);
-                    let mut t = txn(TxnKind::Read, class, t_read);
-                    t.after_ns = decode;
-                    (t, ppa)
-                }
-                FlashOp::TranslationProgram { ppa } => {
-                    let t_prog = self.count_translation_program(ppa);
-                    (txn(TxnKind::Program, class, t_prog), ppa)
-                }
-                _ => continue,
-            };
-            t = self.at_page(t, ppa);
-            t.transfers = 1;
-            t.gates = (last != NONE) as u8;
-            t.not_before_ns = ready;
-            let e = self.engine();
-            let id = e.new_txn(t);
-            e.queued_work_ns[t.die as usize] += t.array_ns;
-            if t.kind == TxnKind::Program {
-                let block = self.geo.block_of(ppa);
-                let after_erase = first_erase.is_some_and(|first| first < i)
-                    && ops[..i]
-                        .iter()
-                        .any(|op| matches!(*op, FlashOp::Erase { block: b, .. } if b == block));
-                if after_erase {
-                    // The list erases its block first: it follows that erase, made with the
-                    // list's GC work after this (`ftl_work_to_txns`); held until then.
-                    let e = self.engine();
-                    e.txns[id as usize].gates += 1;
-                    e.held_after_erase.push(id);
-                } else {
-                    self.program_made_at(id, ppa);
-                }
-            }
-            if last == NONE {
-                if self.engine().txns[id as usize].gates == 0 {
-                    self.enqueue_at(id, ready);
-                }
-            } else {
-                let e = self.engine();
-                if t.kind == TxnKind::Program {
-                    e.txns[last as usize].after_ns += encode;
-                }
-                e.txns[last as usize].next = id;
-            }
-            last = id;
+            .map(|op| match *op {
+                FlashOp::DeviceCpu { ns } => ns,
+                _ => 0,
+            })
+            .sum();
+        if cpu_ns > 0 {
+            chain.ready = self.charge_cpu(chain.ready, cpu_ns);
         }
-        (ready, last)
     }
 
-    /// The work of one FTL call as transactions: its translation chain (returned as by
-    /// `translation_chain`), then its GC work, waited for by `gc_request` (or NONE). A
-    /// translation program made before an erase of its block in the list goes before that
-    /// erase on the die, one made after it (the block erased and opened again) after it.
-    fn ftl_work_to_txns(
-        &mut self,
-        ops: &[FlashOp],
-        start: u64,
-        chain_class: TxnClass,
-        gc_request: u32,
-    ) -> (u64, u32) {
-        let chain = self.translation_chain(ops, start, chain_class);
-        self.gc_ops_to_txns(ops, gc_request, TxnClass::HostWrite, false);
-        let mut held = std::mem::take(&mut self.engine().held_after_erase);
-        let now = self.engine().now_ns;
-        for &id in &held {
-            let ppa = self.engine().txns[id as usize].ppa;
+    /// Translation read or program `op` as the chain's next transaction.
+    fn chain_translation(&mut self, op: &FlashOp, chain: &mut TranslationChain) {
+        let (decode, encode) = (self.derived.decode_ns, self.derived.encode_ns);
+        let (mut t, ppa) = match *op {
+            FlashOp::TranslationRead { ppa } => {
+                let t_read = self.count_translation_read(ppa);
+                let mut t = txn(TxnKind::Read, chain.class, t_read);
+                t.after_ns = decode;
+                (t, ppa)
+            }
+            FlashOp::TranslationProgram { ppa } => {
+                let t_prog = self.count_translation_program(ppa);
+                (txn(TxnKind::Program, chain.class, t_prog), ppa)
+            }
+            _ => unreachable!("only translation operations are chained"),
+        };
+        t = self.at_page(t, ppa);
+        t.transfers = 1;
+        t.gates = (chain.last != NONE) as u8;
+        t.not_before_ns = chain.ready;
+        let e = self.engine();
+        let id = e.new_txn(t);
+        e.queued_work_ns[t.die as usize] += t.array_ns;
+        if t.kind == TxnKind::Program {
+            // After an erase of its block made earlier in the list (or before it), gated on it.
             self.program_made_at(id, ppa);
-            self.release(id, now);
         }
-        held.clear();
-        self.engine().held_after_erase = held;
-        chain
+        let e = self.engine();
+        if chain.last == NONE {
+            chain.head = id;
+        } else {
+            if t.kind == TxnKind::Program {
+                e.txns[chain.last as usize].after_ns += encode;
+            }
+            e.txns[chain.last as usize].next = id;
+        }
+        chain.last = id;
     }
 
     /// A GC read of `src` through the controller, counted, and in `batch` (the victim's erase
@@ -1694,7 +1694,14 @@ impl Device {
             let found = self.ftl.lookup(unit, &mut ops);
             let mut chain = (start, NONE);
             if !ops.is_empty() {
-                chain = self.ftl_work_to_txns(&ops, start, TxnClass::HostRead, NONE);
+                chain = self.ftl_ops_to_txns(
+                    &ops,
+                    start,
+                    TxnClass::HostRead,
+                    NONE,
+                    TxnClass::HostWrite,
+                    false,
+                );
             }
             self.ops = ops;
             let found_page = self.page_to_read(unit, found, start);
@@ -1809,7 +1816,14 @@ impl Device {
             let (mapping_ready, last) = if ops.is_empty() {
                 (start, NONE)
             } else {
-                self.ftl_work_to_txns(&ops, start, TxnClass::HostWrite, slot)
+                self.ftl_ops_to_txns(
+                    &ops,
+                    start,
+                    TxnClass::HostWrite,
+                    slot,
+                    TxnClass::HostWrite,
+                    false,
+                )
             };
             self.ops = ops;
             let outcome = outcome?;
