@@ -386,3 +386,54 @@ fn background_gc_translation_updates_are_programmed_on_the_dies() {
         ssd["flash"]
     );
 }
+
+/// A trim of a unit whose mapping is not cached loads its translation page like any access:
+/// in the event engine that read is a transaction on its die, and the trim completes after
+/// it. (The engine once reserved a trim's translation work on the idle reservation timeline:
+/// counted, but no die was busy and trims completed at once.)
+#[test]
+fn a_trim_that_misses_waits_for_its_translation_read_on_the_die() {
+    let mut dev = device(
+        &[
+            ("ftl.dftl_cached_fraction", "0.001"),
+            ("ftl.dftl_victim_search", "lru"),
+        ],
+        false,
+    );
+    let pages = dev.logical_bytes() / 4096;
+    run(
+        &mut dev,
+        (0..pages).map(|p| request(Op::Write, p)).collect(),
+    );
+    run(&mut dev, random_reads(pages, 4 * pages as usize, 1));
+    dev.reset_measurements();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+    let n = 2_000;
+    let trims = (0..n)
+        .map(|_| request(Op::Trim, rng.gen_range(0..pages)))
+        .collect();
+    let job = common::closed_run(&mut dev, trims, 1);
+    let ssd = dev.ssd_json();
+    let d = &ssd["dftl"];
+    let misses = d["misses"].as_u64().unwrap();
+    assert!(misses > n * 9 / 10, "{d}");
+    // Each miss read its translation page on a die (and nothing else was read).
+    assert_eq!(
+        ssd["flash"]["array_reads"].as_u64().unwrap(),
+        d["translation_reads"].as_u64().unwrap()
+    );
+    assert!(ssd["die_utilisation"].as_f64().unwrap() > 0.0, "{ssd}");
+    // At QD 1 a trim's chain runs alone: it takes at least the sensing and transfer of each
+    // translation page it reads and the program of each it writes back (a dirty eviction).
+    let xfer = dev.derived().page_transfer_ns;
+    let (t_read, t_prog) = (dev.derived().read_ns[0], dev.derived().program_ns[0]);
+    let reads = d["translation_reads"].as_u64().unwrap();
+    let writes = d["translation_writes"].as_u64().unwrap();
+    assert!(writes > 0, "{d}");
+    let floor = (reads * (t_read + xfer) + writes * (t_prog + xfer)) as f64 / n as f64;
+    let mean = job["trim"]["clat_ns"]["mean"].as_f64().unwrap();
+    assert!(
+        mean >= floor,
+        "trim mean {mean} ns against at least {floor} ns"
+    );
+}

@@ -515,15 +515,15 @@ impl Ftl for DftlFtl {
         self.inner.pad_page(ppa)
     }
 
-    fn trim(&mut self, unit: u64, ops: &mut Vec<FlashOp>) {
-        let _ = self.access(unit, 0, ops);
+    fn trim(&mut self, unit: u64, now_ns: u64, ops: &mut Vec<FlashOp>) {
+        let _ = self.access(unit, now_ns, ops);
         if self.inner.mapped(unit).is_some() {
             let s = self.cmt.slot_of[unit as usize];
             if s != NONE {
                 self.cmt.dirty[s as usize] = true;
             }
         }
-        self.inner.trim(unit, ops);
+        self.inner.trim(unit, now_ns, ops);
     }
 
     fn wants_background_gc(&self, plane: u32) -> bool {

@@ -196,8 +196,9 @@ pub trait Ftl: Send {
     /// Speed hint, a few requests later than [`Ftl::prefetch`]: the entries that depend on the
     /// mapping (the old unit's reverse entry).
     fn prefetch_dependent(&self, _unit: u64) {}
-    /// Deallocate logical unit `unit`; GC will never copy it.
-    fn trim(&mut self, unit: u64, ops: &mut Vec<FlashOp>);
+    /// Deallocate logical unit `unit` at `now_ns`; GC will never copy it. A cached-mapping
+    /// FTL's translation work for it goes to `ops`.
+    fn trim(&mut self, unit: u64, now_ns: u64, ops: &mut Vec<FlashOp>);
     /// Does `plane` want background GC (below its watermark, or a victim half collected)?
     fn wants_background_gc(&self, plane: u32) -> bool;
     /// One background GC step in `plane`: at most `max_moves` pages' worth of moves, and the erase of the

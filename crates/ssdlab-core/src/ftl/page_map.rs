@@ -1215,7 +1215,7 @@ impl Ftl for PageMapFtl {
         }
     }
 
-    fn trim(&mut self, unit: u64, _ops: &mut Vec<FlashOp>) {
+    fn trim(&mut self, unit: u64, _now_ns: u64, _ops: &mut Vec<FlashOp>) {
         let old = self.l2p[unit as usize];
         if old != NONE {
             self.invalidate(old);
@@ -1580,7 +1580,7 @@ mod tests {
                     ftl.sea_predict(rng.gen_range(0..logical));
                 }
                 if rng.gen_bool(0.1) {
-                    ftl.trim(lpa, &mut ops);
+                    ftl.trim(lpa, 0, &mut ops);
                     reference.remove(&lpa);
                 } else {
                     let handle = rng.gen_range(0..2);

@@ -1631,7 +1631,7 @@ impl Device {
                 write
             }
             Op::Trim => {
-                self.execute_trim(req, first_unit, units);
+                self.engine_trim(req, start, first_unit, units, slot);
                 Ok(())
             }
             Op::Flush => {
@@ -1781,6 +1781,40 @@ impl Device {
         }
         self.engine().scratch_pages = mapped;
         Ok(())
+    }
+
+    /// A trim's units deallocated; the FTL's work for them (a cached-mapping FTL's
+    /// translation reads and write-backs, and any GC those need) is queued like a write's,
+    /// and the trim completes when the last of it is done.
+    fn engine_trim(
+        &mut self,
+        req: &HostRequest,
+        start: u64,
+        first_unit: u64,
+        units: u64,
+        slot: u32,
+    ) {
+        for i in 0..units {
+            self.ops.clear();
+            let mut ops = std::mem::take(&mut self.ops);
+            self.trim_unit(req, first_unit + i, start, &mut ops);
+            let (ready, last) = self.ftl_ops_to_txns(
+                &ops,
+                start,
+                TxnClass::HostWrite,
+                slot,
+                TxnClass::HostWrite,
+                false,
+            );
+            self.ops = ops;
+            let e = self.engine();
+            if last != NONE {
+                e.txns[last as usize].request = slot;
+                e.request(slot).pending += 1;
+            }
+            let r = e.request(slot);
+            r.complete_ns = r.complete_ns.max(ready);
+        }
     }
 
     fn engine_write(

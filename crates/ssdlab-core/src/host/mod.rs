@@ -1401,25 +1401,37 @@ impl Device {
     fn execute_trim(&mut self, req: &HostRequest, first_unit: u64, units: u64) {
         for i in 0..units {
             let unit = first_unit + i;
-            let (lo, hi) = page_span(req, unit, self.unit_bytes);
-            // Only whole mapping units can be deallocated; partial ranges keep their data.
-            if hi - lo == self.unit_bytes {
-                if let Some(store) = &mut self.store {
-                    if let Some(old) = self.ftl.mapped(unit) {
-                        store.remove(old);
-                    }
-                }
-                self.ops.clear();
-                let mut ops = std::mem::take(&mut self.ops);
-                self.ftl.trim(unit, &mut ops);
-                if self.flex {
-                    self.flex_note_trim(unit);
-                }
-                if !ops.is_empty() {
-                    self.apply_ftl_ops(&ops, self.now_ns);
-                }
-                self.ops = ops;
+            self.ops.clear();
+            let mut ops = std::mem::take(&mut self.ops);
+            self.trim_unit(req, unit, self.now_ns, &mut ops);
+            if !ops.is_empty() {
+                self.apply_ftl_ops(&ops, self.now_ns);
             }
+            self.ops = ops;
+        }
+    }
+
+    /// Deallocate `unit` if `req` covers it whole (partial ranges keep their data); the FTL's
+    /// flash work for it (a cached-mapping FTL's translation work) is left in `ops`.
+    pub(super) fn trim_unit(
+        &mut self,
+        req: &HostRequest,
+        unit: u64,
+        now_ns: u64,
+        ops: &mut Vec<FlashOp>,
+    ) {
+        let (lo, hi) = page_span(req, unit, self.unit_bytes);
+        if hi - lo != self.unit_bytes {
+            return;
+        }
+        if let Some(store) = &mut self.store {
+            if let Some(old) = self.ftl.mapped(unit) {
+                store.remove(old);
+            }
+        }
+        self.ftl.trim(unit, now_ns, ops);
+        if self.flex {
+            self.flex_note_trim(unit);
         }
     }
 
