@@ -235,17 +235,21 @@ fn random_devices_keep_data_and_accounting() {
     );
 }
 
-/// Runs through the event engine and the reservation path alike: every scheduler × allocation
-/// × suspend × GC step size on random devices and random open- and closed-loop mixes. Every
-/// request completes (none waits forever), the accounting closes, the host never takes the GC
-/// reserve, and the same seed gives the same JSON.
+/// Runs through the event engine and the reservation path alike: every scheduler × FTL (page
+/// map, DFTL) × allocation × suspend × GC step size on random devices and random open- and
+/// closed-loop mixes of reads, writes and trims. Every request completes (none waits forever),
+/// the accounting closes (every page an FTL programs, translation pages included, is a program
+/// on a die), the host never takes the GC reserve, and the same seed gives the same JSON.
 #[test]
 fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting() {
     use ssdlab_core::ftl::GC_RESERVE_BLOCKS;
     use ssdlab_core::{Loop, RunSpec, VecSource};
     let mut combinations = 0;
     let mut with_gc = 0;
-    for scheduler in ["fcfs", "priority", "out_of_order"] {
+    for (scheduler, ftl_kind) in ["fcfs", "priority", "out_of_order"]
+        .into_iter()
+        .flat_map(|s| [(s, "page_map"), (s, "dftl")])
+    {
         for allocation in ["dynamic", "static"] {
             for suspend in [false, true] {
                 for step in ["1", "8"] {
@@ -266,6 +270,20 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
                         ]);
                         if suspend {
                             overrides.push(("cell.max_suspends".into(), "2".into()));
+                        }
+                        if ftl_kind == "dftl" {
+                            // DFTL maps whole pages; its translation reads and write-backs
+                            // (host accesses, trims and background GC) are flash work too.
+                            let page = overrides
+                                .iter()
+                                .find(|(k, _)| k == "geometry.page_size_bytes")
+                                .map(|(_, v)| v.clone())
+                                .expect("a page size");
+                            overrides.extend::<Vec<(String, String)>>(vec![
+                                ("ftl.kind".into(), "dftl".into()),
+                                ("ftl.mapping_unit_bytes".into(), page),
+                                ("ftl.dftl_cached_fraction".into(), "0.05".into()),
+                            ]);
                         }
                         let mut dev = Device::from_toml("", "swarm", &overrides, seed, false)
                             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
@@ -341,8 +359,8 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
     if std::env::var("SWARM_COMBINATION").is_ok() {
         return;
     }
-    assert_eq!(combinations, 24);
-    assert!(with_gc >= 12, "only {with_gc} of 24 runs collected garbage");
+    assert_eq!(combinations, 48);
+    assert!(with_gc >= 24, "only {with_gc} of 48 runs collected garbage");
 }
 
 /// Found by a random run: a static stripe sends each 1 KiB write of a 4 KiB unit to the next
