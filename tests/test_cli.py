@@ -259,6 +259,31 @@ def test_normal_output_shows_die_utilisation_and_sub_unit_writes(capsys, tmp_pat
     ) in out
 
 
+def test_normal_output_says_waf_is_undefined_without_host_writes(capsys, tmp_path):
+    """A job that writes nothing has no WAF, even when the device programs pages (DFTL's
+    translation write-backs of trims here): the summary says so rather than print 0."""
+    job = tmp_path / "trims.fio"
+    job.write_text("[trims]\nrw=randtrim\nbs=4k\nnumber_ios=2000\n", encoding="utf-8")
+    dftl = (
+        "--set",
+        "ftl.kind=dftl",
+        "--set",
+        "geometry.page_size_bytes=4096",
+        "--set",
+        "ftl.dftl_cached_fraction=0.01",
+        "--precondition",
+    )
+    ssd = run_json(capsys, job, *dftl)["ssd"]
+    assert ssd["host_bytes_written"] == 0
+    assert ssd["flash_pages_programmed"] > 0
+    status, out, err = run_cli(capsys, "run", PRESET, str(job), *set_args(), *dftl, "--quiet")
+    assert status == 0, err
+    assert (
+        f"WAF=n/a (no host writes; media bytes programmed: {ssd['media_bytes_written']:,}; "
+        f"flash pages programmed={ssd['flash_pages_programmed']})"
+    ) in out
+
+
 def test_precondition_then_run(capsys, randrw_job):
     report = run_json(capsys, randrw_job, "--precondition")
     assert report["ssd"]["host_bytes_written"] == report["jobs"][0]["write"]["io_bytes"]

@@ -658,11 +658,19 @@ def _format_ssd(lines: list[str], ssd: dict[str, Any]) -> None:
     gc = ssd.get("gc", {})
     erases = ssd.get("erases", {})
     lines.append("SSD:")
-    lines.append(
-        f"  WAF={ssd.get('waf', 0):.3f} (media bytes programmed / host bytes written: "
-        f"{ssd.get('media_bytes_written', 0):,} / {ssd.get('host_bytes_written', 0):,}; "
-        f"flash pages programmed={ssd.get('flash_pages_programmed', 0)})"
-    )
+    media, host = ssd.get("media_bytes_written", 0), ssd.get("host_bytes_written", 0)
+    pages = ssd.get("flash_pages_programmed", 0)
+    if host:
+        lines.append(
+            f"  WAF={ssd.get('waf', 0):.3f} (media bytes programmed / host bytes written: "
+            f"{media:,} / {host:,}; flash pages programmed={pages})"
+        )
+    else:
+        # No host writes: a ratio over zero would read as "no amplification".
+        lines.append(
+            f"  WAF=n/a (no host writes; media bytes programmed: {media:,}; "
+            f"flash pages programmed={pages})"
+        )
     flash = ssd.get("flash", {})
     lines.append(
         f"  mapping units of {ssd.get('mapping_unit_bytes', 0)} B: "
