@@ -61,6 +61,16 @@ fn random_mix(pages: u64, n: usize, seed: u64) -> Vec<HostRequest> {
         .collect()
 }
 
+/// Write every page once, then read at random until the fill's dirty entries have left the
+/// mapping cache; measurements start after. Returns the logical pages.
+fn fill_and_warm_up(dev: &mut Device) -> u64 {
+    let pages = dev.logical_bytes() / 4096;
+    run(dev, (0..pages).map(|p| request(Op::Write, p)).collect());
+    run(dev, random_reads(pages, 4 * pages as usize, 1));
+    dev.reset_measurements();
+    pages
+}
+
 fn closed_form(fraction: f64, scheduler: &str) {
     let f = fraction.to_string();
     let mut dev = device(
@@ -70,14 +80,7 @@ fn closed_form(fraction: f64, scheduler: &str) {
         ],
         false,
     );
-    let pages = dev.logical_bytes() / 4096;
-    run(
-        &mut dev,
-        (0..pages).map(|p| request(Op::Write, p)).collect(),
-    );
-    // Warm-up: the fill's dirty entries leave the cache.
-    run(&mut dev, random_reads(pages, 4 * pages as usize, 1));
-    dev.reset_measurements();
+    let pages = fill_and_warm_up(&mut dev);
     let n = 40_000;
     run(&mut dev, random_reads(pages, n, 2));
     let ssd = dev.ssd_json();
@@ -400,13 +403,7 @@ fn a_trim_that_misses_waits_for_its_translation_read_on_the_die() {
         ],
         false,
     );
-    let pages = dev.logical_bytes() / 4096;
-    run(
-        &mut dev,
-        (0..pages).map(|p| request(Op::Write, p)).collect(),
-    );
-    run(&mut dev, random_reads(pages, 4 * pages as usize, 1));
-    dev.reset_measurements();
+    let pages = fill_and_warm_up(&mut dev);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
     let n = 2_000;
     let trims = (0..n)

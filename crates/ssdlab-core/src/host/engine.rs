@@ -1413,6 +1413,13 @@ impl Device {
         self.work.flash_ns += busy_ns;
     }
 
+    /// `ftl_ops_to_txns` for the FTL work of a host write or trim (request `slot`): its
+    /// translation chain and its foreground GC both at host-write class, the GC waited for.
+    fn host_write_work_to_txns(&mut self, ops: &[FlashOp], start: u64, slot: u32) -> (u64, u32) {
+        let class = TxnClass::HostWrite;
+        self.ftl_ops_to_txns(ops, start, class, slot, class, false)
+    }
+
     /// Charge the list's device-CPU time (its CPU operations from `rest`, the rest of the
     /// list, on: none came before) once, at its first CPU or translation operation.
     fn charge_list_cpu(&mut self, chain: &mut TranslationChain, rest: &[FlashOp]) {
@@ -1798,14 +1805,7 @@ impl Device {
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
             self.trim_unit(req, first_unit + i, start, &mut ops);
-            let (ready, last) = self.ftl_ops_to_txns(
-                &ops,
-                start,
-                TxnClass::HostWrite,
-                slot,
-                TxnClass::HostWrite,
-                false,
-            );
+            let (ready, last) = self.host_write_work_to_txns(&ops, start, slot);
             self.ops = ops;
             let e = self.engine();
             if last != NONE {
@@ -1847,18 +1847,7 @@ impl Device {
                 &mut ops,
             );
             // Foreground GC: this write waits for it (throttling by the shortage).
-            let (mapping_ready, last) = if ops.is_empty() {
-                (start, NONE)
-            } else {
-                self.ftl_ops_to_txns(
-                    &ops,
-                    start,
-                    TxnClass::HostWrite,
-                    slot,
-                    TxnClass::HostWrite,
-                    false,
-                )
-            };
+            let (mapping_ready, last) = self.host_write_work_to_txns(&ops, start, slot);
             self.ops = ops;
             let outcome = outcome?;
             self.note_read_group_written(&req.hint, unit, outcome.new);
