@@ -1243,17 +1243,14 @@ impl Device {
                 FlashOp::Move { src, dst } if from_controller => {
                     self.relocate_data(src, dst);
                     self.flash.gc_controller_reads += 1;
-                    let seen = self.see_block(&mut dst_block, dst);
-                    let erase = (seen.block, seen.erase);
                     let program =
-                        self.gc_program_txn(dst, class, request, background, false, erase);
+                        self.gc_program_txn(dst, &mut dst_block, class, request, background, false);
                     ready_now.push(program);
                 }
                 FlashOp::Move { src, dst } => {
                     self.relocate_data(src, dst);
-                    let seen = self.see_block(&mut dst_block, dst);
-                    let erase = (seen.block, seen.erase);
-                    let program = self.gc_program_txn(dst, class, request, background, true, erase);
+                    let program =
+                        self.gc_program_txn(dst, &mut dst_block, class, request, background, true);
                     let read = self.gc_read_txn(src, class, batch, request, background);
                     if self.flex {
                         // Decoded by the source's code, encoded by the destination's.
@@ -1277,9 +1274,8 @@ impl Device {
                 }
                 FlashOp::GcProgram { dst } => {
                     let gated = feeder != NONE;
-                    let seen = self.see_block(&mut dst_block, dst);
-                    let erase = (seen.block, seen.erase);
-                    let id = self.gc_program_txn(dst, class, request, background, gated, erase);
+                    let id =
+                        self.gc_program_txn(dst, &mut dst_block, class, request, background, gated);
                     if feeder == NONE {
                         ready_now.push(id);
                     } else {
@@ -1500,17 +1496,19 @@ impl Device {
     }
 
     /// A GC program of `dst` through the controller, counted; `gated`: it waits to be released
-    /// by what feeds it its data; `(block, erase)`: its block and that block's erase not done
-    /// yet (it waits for it), or NONE.
+    /// by what feeds it its data. `dst_block` (the list's last destination block, made
+    /// `dst`'s) gives its block and that block's erase not done yet, which it waits for.
     fn gc_program_txn(
         &mut self,
         dst: u32,
+        dst_block: &mut BlockSeen,
         class: TxnClass,
         request: u32,
         background: bool,
         gated: bool,
-        (block, erase): (u32, u32),
     ) -> u32 {
+        let seen = self.see_block(dst_block, dst);
+        let (block, erase) = (seen.block, seen.erase);
         let t_prog = self.derived.program_ns[self.geo.page_type(dst) as usize];
         self.count_gc_program(t_prog, true, background);
         let mut program = self.at_page(txn(TxnKind::Program, class, t_prog), dst);
