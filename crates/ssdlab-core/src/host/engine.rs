@@ -1411,7 +1411,12 @@ impl Device {
 
     /// `ftl_ops_to_txns` for the FTL work of a host write or trim (request `slot`): its
     /// translation chain and its foreground GC both at host-write class, the GC waited for.
+    /// Most writes bring none: that case costs no call.
+    #[inline]
     fn host_write_work_to_txns(&mut self, ops: &[FlashOp], start: u64, slot: u32) -> (u64, u32) {
+        if ops.is_empty() {
+            return (start, NONE);
+        }
         let class = TxnClass::HostWrite;
         self.ftl_ops_to_txns(ops, start, class, slot, class, false)
     }
