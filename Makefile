@@ -66,7 +66,7 @@ test: test-deps build ## build, then run every Rust and Python test
 		exit $$status; }
 
 bench: test-deps build ## build, then run the simulator, workload, NBD, sweep, OLTP and Python benchmarks
-	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed
+	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --ftl-alone
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --op 0.28
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --scheduler fcfs
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin devicebench

@@ -5,7 +5,9 @@
 //! is the simulator's own speed (host interface, FTL, GC, timing, statistics), not the
 //! generator's. Random writes are measured in GC steady state after preconditioning.
 
-use ssdlab_core::{Device, HostRequest, Loop, PreconditionOptions, RunSpec, VecSource};
+use ssdlab_core::ftl::{build_ftl, Ftl, UnitWrite};
+use ssdlab_core::nand::Geometry;
+use ssdlab_core::{Config, Device, HostRequest, Loop, PreconditionOptions, RunSpec, VecSource};
 use std::time::Instant;
 
 /// What to run.
@@ -64,6 +66,15 @@ pub struct Results {
     pub bytes_per_physical_page: Option<f64>,
 }
 
+/// The FTL alone on the same device and writes: no timing, no host interface, no statistics.
+/// What the mapping and GC cost by themselves bounds the whole simulator's speed from above.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FtlAlone {
+    pub random_write_per_s: f64,
+    /// Valid units GC copied per host write in the timed writes (the FTL's own WAF, less one).
+    pub moves_per_write: f64,
+}
+
 /// Peak resident set size of this process (VmHWM), in bytes; `None` off Linux.
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -120,6 +131,76 @@ fn replay(dev: &mut Device, requests: Vec<HostRequest>, qd: u32) -> f64 {
     })
     .expect("the bench run completes");
     n / started.elapsed().as_secs_f64()
+}
+
+/// Time the FTL alone over the random writes of [`run`] (same geometry, seed and request
+/// generator): filled in order, overwritten at random for two capacities (GC steady state, as
+/// [`Device::precondition`] reaches it), then `p.requests` random writes timed. Planes are taken
+/// in stripe order, as the untimed preconditioning does, and each write's mapping entries are
+/// prefetched the distances ahead that the run loop uses, so the figure is the FTL's own cost,
+/// the floor under any timing model on top of it. Every GC step is in the foreground (no idle
+/// time without a clock), so it moves a little less than the timed run, whose background GC
+/// collects earlier.
+pub fn ftl_alone(p: &Params) -> Result<FtlAlone, String> {
+    let preset = ssdlab_core::presets::get("tlc").expect("tlc preset");
+    let config =
+        Config::from_toml(preset, "preset tlc", &overrides(p)).map_err(|e| e.to_string())?;
+    let derived = config.derived();
+    let geo = Geometry::new(&config, &derived);
+    let mut ftl = build_ftl(&config, &geo, &derived);
+    let logical = derived.logical_units;
+    let unit_bytes = derived.mapping_unit_bytes as u64;
+    let mut ops = Vec::with_capacity(4096);
+    let mut next_plane = geo.stripe_order.iter().copied().cycle();
+    let mut write = |ftl: &mut Box<dyn Ftl>, unit: u64| -> Result<(), String> {
+        let plane = next_plane.next().expect("a device has planes");
+        let w = UnitWrite {
+            unit,
+            handle: 0,
+            plane,
+            now_ns: 0,
+            host_bytes: unit_bytes as u32,
+        };
+        ftl.write(w, &mut ops).map_err(|e| e.to_string())?;
+        ops.clear();
+        Ok(())
+    };
+    for unit in 0..logical {
+        write(&mut ftl, unit)?;
+    }
+    // Warm-up: two capacities of other random writes of the same generator, streamed.
+    let text = format!(
+        "[warm]\nrw=randwrite\nbs=4k\nnorandommap\nnumber_ios={}\n",
+        2 * logical
+    );
+    let file = ssdlab_workload::parse_job_file(&text, "warm.fio").expect("the warm-up job parses");
+    let mut warm = file.jobs[0]
+        .source(logical * unit_bytes, p.seed + 2)
+        .map_err(|e| e.to_string())?;
+    while let Some(r) = warm.next_request() {
+        write(&mut ftl, r.map_err(|e| e.to_string())?.offset / unit_bytes)?;
+    }
+    let timed: Vec<u64> = job_requests("randwrite", logical * unit_bytes, p.requests, p.seed)
+        .iter()
+        .map(|r| r.offset / unit_bytes)
+        .collect();
+    let before = ftl.counters().gc_units_moved;
+    let started = Instant::now();
+    for (i, &unit) in timed.iter().enumerate() {
+        if let Some(&ahead) = timed.get(i + 16) {
+            ftl.prefetch(ahead);
+        }
+        if let Some(&ahead) = timed.get(i + 8) {
+            ftl.prefetch_dependent(ahead);
+        }
+        write(&mut ftl, unit)?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let n = timed.len() as f64;
+    Ok(FtlAlone {
+        random_write_per_s: n / seconds,
+        moves_per_write: (ftl.counters().gc_units_moved - before) as f64 / n,
+    })
 }
 
 /// Run the benchmark; a geometry the core refuses (say `--blocks 64 --op 0.07`: too few spare

@@ -22,4 +22,13 @@ fn tiny_simspeed_runs_and_reports_sane_figures() {
     if let Some(b) = r.bytes_per_physical_page {
         assert!(b < 64.0, "device state should be a few bytes per page: {b}");
     }
+    // The FTL alone on the same device and writes: in GC steady state, and copying no more
+    // than the timed run, whose background GC only adds early collections.
+    let a = ssdlab_benches::ftl_alone(&ssdlab_benches::Params::tiny()).expect("the FTL alone runs");
+    assert!(a.random_write_per_s > 0.0, "{a:?}");
+    assert!(
+        a.moves_per_write > 1.0 && a.moves_per_write + 1.0 <= r.random_write_waf,
+        "GC moves per write alone {a:?}, timed run's WAF {}",
+        r.random_write_waf
+    );
 }

@@ -1,13 +1,17 @@
-//! `simspeed [--tiny] [--op FRACTION] [--blocks N] [--requests N] [--scheduler fcfs|priority|out_of_order]`: the simulator-speed benchmark of BENCHMARKS.md. Prints
-//! a table and a JSON line; targets: >= 2 M random writes/s in GC steady state, >= 4 M random
-//! reads/s, and <= 16 bytes of device state per physical page. `--op` sets over-provisioning
-//! (default 0.07); the logical capacity is kept at 64 GiB by scaling the blocks per plane.
+//! `simspeed [--tiny] [--op FRACTION] [--blocks N] [--requests N] [--scheduler fcfs|priority|out_of_order] [--ftl-alone]`:
+//! the simulator-speed benchmark of BENCHMARKS.md. Prints a table and a JSON line; targets: at
+//! least 2 M random writes/s in GC steady state and 4 M random reads/s, at most 16 bytes of
+//! device state per physical page. `--op` sets over-provisioning (default 0.07); the logical capacity is
+//! kept at 64 GiB by scaling the blocks per plane. `--ftl-alone` also times the same random
+//! writes through the FTL alone, without timing (the floor under the random-write figure), in
+//! the same process.
 
 use ssdlab_benches::{run, Params};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let tiny = args.iter().any(|a| a == "--tiny");
+    let with_ftl_alone = args.iter().any(|a| a == "--ftl-alone");
     let mut params = if tiny { Params::tiny() } else { Params::full() };
     if let Some(i) = args.iter().position(|a| a == "--op") {
         let op: f64 = match args.get(i + 1).and_then(|v| v.parse().ok()) {
@@ -65,6 +69,17 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let alone = if with_ftl_alone {
+        match ssdlab_benches::ftl_alone(&params) {
+            Ok(a) => Some(a),
+            Err(message) => {
+                eprintln!("simspeed: FTL alone: {message}");
+                std::process::exit(2);
+            }
+        }
+    } else {
+        None
+    };
     let gib = r.logical_bytes as f64 / (1u64 << 30) as f64;
     println!(
         "device            {gib:.1} GiB logical, {} physical pages (4 KiB)",
@@ -85,6 +100,14 @@ fn main() {
         r.random_read_req_per_s / 1e6,
         r.random_read_die_utilisation
     );
+    if let Some(a) = &alone {
+        println!(
+            "FTL alone         {:.3} M writes/s  ({:.2} GC moves per write, no timing; the timed run is {:.2}x of it)",
+            a.random_write_per_s / 1e6,
+            a.moves_per_write,
+            r.random_write_req_per_s / a.random_write_per_s
+        );
+    }
     match r.bytes_per_physical_page {
         Some(b) => println!("memory            {b:.2} bytes per physical page (target <= 16)"),
         None => println!("memory            not measured (no /proc/self/status)"),
@@ -101,6 +124,8 @@ fn main() {
             "random_read_req_per_s": r.random_read_req_per_s,
             "random_read_die_utilisation": r.random_read_die_utilisation,
             "bytes_per_physical_page": r.bytes_per_physical_page,
+            "ftl_alone_write_per_s": alone.as_ref().map(|a| a.random_write_per_s),
+            "ftl_alone_moves_per_write": alone.as_ref().map(|a| a.moves_per_write),
         })
     );
 }
