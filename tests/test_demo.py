@@ -154,6 +154,33 @@ def test_the_explanation_follows_other_outcomes(small_demo):
     assert "not the GC saved" not in text
 
 
+def _with_max_erases(run: RunResult, most: int) -> RunResult:
+    ssd = copy.deepcopy(run.ssd)
+    ssd["erases"]["max"] = most
+    return dataclasses.replace(run, ssd=ssd)
+
+
+@pytest.mark.slow
+def test_the_explanation_says_when_erases_gather_on_fewer_blocks(small_demo):
+    """Fewer erases in all, but more on the most-worn block: the text must not stop at the mean."""
+    base_max = small_demo.baseline.ssd["erases"]["max"]
+    hinted_max = small_demo.hinted.ssd["erases"]["max"]
+    text = interpretation(small_demo)
+    if hinted_max > base_max:
+        assert f"went from {base_max:,} to {hinted_max:,} erases" in text
+    else:
+        assert "most-erased block" not in text
+
+    def told(hinted_most: int) -> str:
+        hinted = _with_max_erases(small_demo.hinted, hinted_most)
+        return interpretation(dataclasses.replace(small_demo, hinted=hinted))
+
+    text = told(base_max + 7)
+    assert f"the most-erased block went from {base_max:,} to {base_max + 7:,} erases" in text
+    assert "does not move cold data" in text
+    assert "most-erased block" not in told(base_max)
+
+
 @pytest.mark.slow
 def test_demo_command_prints_the_comparison(small_demo, capsys, monkeypatch):
     calls = []
