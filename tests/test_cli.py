@@ -439,3 +439,24 @@ def test_request_log_and_time_series_files(capsys, randrw_job, tmp_path):
             assert row["waf"] == pytest.approx(media / row["host_bytes_written"])
     starts = [row["start_ns"] for row in series]
     assert starts == sorted(starts)
+
+
+def test_normal_output_gives_gc_die_time_and_its_share_of_the_busy_dies(capsys, tmp_path):
+    """GC time is summed over dies: the summary gives its split and its share of busy time."""
+    job = tmp_path / "overwrite.fio"
+    job.write_text("[overwrite]\nrw=randwrite\nbs=4k\nnumber_ios=3000\n", encoding="utf-8")
+    ssd = run_json(capsys, job, "--precondition")["ssd"]
+    gc = ssd["gc"]
+    assert gc["time_ns"] > 0
+    assert 0 < gc["share_of_die_busy"] < 1
+    assert gc["foreground_time_ns"] + gc["background_time_ns"] == gc["time_ns"]
+    args = ("run", PRESET, str(job), *set_args(), "--precondition", "--quiet")
+    status, out, err = run_cli(capsys, *args)
+    assert status == 0, err
+    assert (
+        f"GC die time={gc['time_ns'] / 1e6:.3f}ms summed over dies "
+        f"(foreground {gc['foreground_time_ns'] / 1e6:.3f}ms, "
+        f"background {gc['background_time_ns'] / 1e6:.3f}ms): "
+        f"{gc['share_of_die_busy']:.1%} of the dies' busy time"
+    ) in out
+    assert f"({gc['background_invocations']} in the background)" in out

@@ -686,11 +686,19 @@ def _format_ssd(lines: list[str], ssd: dict[str, Any]) -> None:
         f"suspensions={ssd.get('suspensions', 0)}, scheduler={ssd.get('scheduler', '-')}"
     )
     lines.append(
-        f"  GC: invocations={gc.get('invocations', 0)}, "
+        f"  GC: invocations={gc.get('invocations', 0)} "
+        f"({gc.get('background_invocations', 0)} in the background), "
         f"pages programmed={gc.get('pages_programmed', 0)}, "
-        f"time={gc.get('time_ns', 0) / 1e6:.3f}ms, "
         f"moves from the controller={flash.get('gc_controller_reads', 0)}, "
         f"programs that waited for their block's erase={flash.get('programs_awaiting_erase', 0)}"
+    )
+    # Die time summed over the dies, so it can exceed the simulated time; its share of the
+    # dies' busy time is what compares.
+    lines.append(
+        f"  GC die time={gc.get('time_ns', 0) / 1e6:.3f}ms summed over dies "
+        f"(foreground {gc.get('foreground_time_ns', 0) / 1e6:.3f}ms, "
+        f"background {gc.get('background_time_ns', 0) / 1e6:.3f}ms): "
+        f"{gc.get('share_of_die_busy', 0):.1%} of the dies' busy time"
     )
     lines.append(
         f"  erases per block: min={erases.get('min', 0)}, mean={erases.get('mean', 0):.2f}, "

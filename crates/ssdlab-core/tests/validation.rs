@@ -1319,3 +1319,96 @@ mod request_log_time_split {
         }
     }
 }
+
+/// GC time is the dies' array time spent on GC: a part of the busy time behind
+/// `die_utilisation`, so that the two can be compared (GC's share of the busy dies).
+mod gc_time {
+    use super::*;
+
+    const READ_NS: u64 = 25_000;
+    const PROGRAM_NS: u64 = 200_000;
+    const ERASE_NS: u64 = 1_500_000;
+
+    /// Random 4 KiB overwrites in GC steady state on an SLC device with round-number times;
+    /// the `ssd` section.
+    fn overwritten(page_bytes: &str, scheduler: &str) -> serde_json::Value {
+        let (r, p, e) = (
+            format!("[{READ_NS}]"),
+            format!("[{PROGRAM_NS}]"),
+            ERASE_NS.to_string(),
+        );
+        let mut dev = device(
+            &[
+                ("cell.type", "slc"),
+                ("cell.read_ns", &r),
+                ("cell.program_ns", &p),
+                ("cell.erase_ns", &e),
+                ("geometry.channels", "2"),
+                ("geometry.chips_per_channel", "1"),
+                ("geometry.dies_per_chip", "2"),
+                ("geometry.planes_per_die", "1"),
+                ("geometry.blocks_per_plane", "48"),
+                ("geometry.pages_per_block", "32"),
+                ("geometry.page_size_bytes", page_bytes),
+                ("geometry.over_provisioning", "0.25"),
+                ("controller.scheduler", scheduler),
+            ],
+            3,
+        );
+        common::precondition(&mut dev);
+        let units = dev.logical_bytes() / 4096;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let writes = (0..2 * units)
+            .map(|_| HostRequest::new(Op::Write, rng.gen_range(0..units) * 4096, 4096))
+            .collect();
+        closed_run(&mut dev, writes, 16);
+        dev.ssd_json()
+    }
+
+    #[test]
+    fn gc_time_is_the_array_time_of_its_reads_programs_and_erases() {
+        // 16 KiB pages: GC reads whole pages through the controller and packs 4 KiB units
+        // into new pages (each crossing the channel); 4 KiB pages: copyback, within the die.
+        for page_bytes in ["16384", "4096"] {
+            for scheduler in ["fcfs", "priority"] {
+                let ssd = overwritten(page_bytes, scheduler);
+                let at = format!("{page_bytes} B pages, {scheduler}");
+                let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{at}: {v}"));
+                let flash = &ssd["flash"];
+                let gc = &ssd["gc"];
+                // A write-only run: every array read is GC's (no read-modify-write of 4 KiB
+                // units), every erase is GC's.
+                assert_eq!(n(&flash["rmw_reads"]), 0, "{at}");
+                let (reads, programs, erases) = (
+                    n(&flash["array_reads"]),
+                    n(&flash["programs"]),
+                    n(&flash["erases"]),
+                );
+                let gc_programs = n(&gc["pages_programmed"]);
+                assert!(gc_programs > 0 && reads > 0, "{at}: GC ran");
+                let expected = reads * READ_NS + gc_programs * PROGRAM_NS + erases * ERASE_NS;
+                assert_eq!(n(&gc["time_ns"]), expected, "{at}");
+                assert_eq!(
+                    n(&gc["foreground_time_ns"]) + n(&gc["background_time_ns"]),
+                    expected,
+                    "{at}"
+                );
+                // The dies' busy time is the same sums over all of the work, host programs
+                // included; GC's time is a part of it.
+                let busy = reads * READ_NS + programs * PROGRAM_NS + erases * ERASE_NS;
+                let reported =
+                    ssd["die_utilisation"].as_f64().unwrap() * n(&ssd["sim_time_ns"]) as f64 * 4.0;
+                assert!(
+                    (reported - busy as f64).abs() <= 1e-9 * busy as f64,
+                    "{at}: busy {busy} ns, reported {reported}"
+                );
+                assert!(expected < busy, "{at}");
+                let share = ssd["gc"]["share_of_die_busy"].as_f64().unwrap();
+                assert!(
+                    (share - expected as f64 / busy as f64).abs() < 1e-12,
+                    "{at}: {share}"
+                );
+            }
+        }
+    }
+}

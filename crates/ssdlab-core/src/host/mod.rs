@@ -789,7 +789,9 @@ impl Device {
     }
 
     /// Count a GC read of a page (with its OOB: the logical addresses of its units), through
-    /// the controller or not, for the device and the request log.
+    /// the controller or not, for the device and the request log. GC time is the die's array
+    /// time, a part of the busy time behind `die_utilisation`; the request log's flash time
+    /// also has the transfer.
     fn count_gc_read(&mut self, t_read: u64, through_controller: bool, background: bool) {
         let mut busy = t_read;
         if through_controller {
@@ -799,13 +801,13 @@ impl Device {
         }
         self.flash.array_reads += 1;
         self.flash.oob_reads += 1;
-        self.count_gc_busy(busy, background);
+        self.count_gc_busy(t_read, background);
         self.work.reads += 1;
         self.work.oob_reads += 1;
         self.work.flash_ns += busy;
     }
 
-    /// Count a GC program of a page (with its OOB).
+    /// Count a GC program of a page (with its OOB), as `count_gc_read` counts a read.
     fn count_gc_program(&mut self, t_prog: u64, through_controller: bool, background: bool) {
         let mut busy = t_prog;
         if through_controller {
@@ -815,7 +817,7 @@ impl Device {
         }
         self.flash.programs += 1;
         self.flash.oob_writes += 1;
-        self.count_gc_busy(busy, background);
+        self.count_gc_busy(t_prog, background);
         self.work.programs += 1;
         self.work.flash_ns += busy;
     }

@@ -178,6 +178,7 @@ fn utilisation(busy_ns: &[u64], sim_time_ns: u64) -> (f64, f64) {
 pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
     let (die_utilisation, die_utilisation_max) = utilisation(r.die_busy_ns, r.sim_time_ns);
     let flash = r.ftl.flash_pages_programmed();
+    let die_busy_ns: u64 = r.die_busy_ns.iter().sum();
     let mut totals = HandleCounters::default();
     let handles: Vec<Value> = r
         .handles
@@ -216,6 +217,12 @@ pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
             "time_ns": r.flash.gc_busy_ns,
             "foreground_time_ns": r.flash.gc_busy_ns - r.flash.gc_background_ns,
             "background_time_ns": r.flash.gc_background_ns,
+            // GC time is array time: its part of the dies' busy time (0 when none was busy).
+            "share_of_die_busy": if die_busy_ns == 0 {
+                0.0
+            } else {
+                r.flash.gc_busy_ns as f64 / die_busy_ns as f64
+            },
             "policy": r.gc_policy,
         },
         // Array-busy time over simulated time: a saturated device keeps its dies busy.
