@@ -82,6 +82,9 @@ struct Txn {
     uncorrectable: bool,
     sampled: bool,
     background: bool,
+    /// GC work (a move's read or program, a fused copyback step, a victim's erase): GC time,
+    /// counted when it is made, is corrected when it shares a multi-plane operation.
+    gc: bool,
 }
 
 /// `Engine::programs_since_erase` of a block being erased.
@@ -381,6 +384,7 @@ impl Engine {
     fn gc_txn(&mut self, mut t: Txn, request: u32, background: bool) -> u32 {
         t.request = request;
         t.background = background;
+        t.gc = true;
         let id = self.new_txn(t);
         self.queued_work_ns[t.die as usize] += t.array_ns;
         if request != NONE {
@@ -478,6 +482,7 @@ fn txn(kind: TxnKind, class: TxnClass, array_ns: u64) -> Txn {
         uncorrectable: false,
         sampled: false,
         background: false,
+        gc: false,
     }
 }
 
@@ -759,6 +764,7 @@ impl Device {
         }
         if members > 1 && melded.is_none() {
             self.flash.multi_plane_ops += 1;
+            self.gc_time_of_multi_plane(leader, array_ns, members);
         }
         let e = self.engine.as_mut().expect("engine");
         // With a transfer to make, the die's end is known once the channel grants it
@@ -809,6 +815,32 @@ impl Device {
             self.request_channel(die, leader, transfers, array_ns);
         } else if lt.kind != TxnKind::Read {
             self.suspend_for_waiting_reads(die);
+        }
+    }
+
+    /// GC time counts each GC page's array time when its work is made; the die's busy time
+    /// counts a multi-plane operation once. So when GC pages share one (group `leader`,
+    /// `array_ns` of die time), GC's time becomes its share of the die's: by its pages, in an
+    /// operation that also carries host pages. Out of line: few operations are multi-plane.
+    #[cold]
+    #[inline(never)]
+    fn gc_time_of_multi_plane(&mut self, leader: u32, array_ns: u64, members: u32) {
+        let e = self.engine();
+        let (mut gc_pages, mut counted, mut background) = (0u64, 0u64, false);
+        let mut id = leader;
+        while id != NONE {
+            let t = &e.txns[id as usize];
+            if t.gc {
+                gc_pages += 1;
+                counted += t.array_ns;
+                background = t.background;
+            }
+            id = t.group_next;
+        }
+        let over = counted - array_ns * gc_pages / members as u64;
+        self.flash.gc_busy_ns -= over;
+        if background {
+            self.flash.gc_background_ns -= over;
         }
     }
 
@@ -920,6 +952,13 @@ impl Device {
                 tt.retries_left -= 1;
                 tt.group_next = NONE;
                 e.queued_work_ns[t.die as usize] += t.array_ns;
+                if t.gc {
+                    // A GC read sensed again is GC's die time again.
+                    self.flash.gc_busy_ns += t.array_ns;
+                    if t.background {
+                        self.flash.gc_background_ns += t.array_ns;
+                    }
+                }
                 self.flash.array_reads += t.decode_pages as u64;
                 self.flash.bytes_transferred += t.transfers as u64 * self.page_size() as u64;
                 self.enqueue_at(id, now + self.derived.decode_ns);

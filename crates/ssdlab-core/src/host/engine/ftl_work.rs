@@ -219,6 +219,7 @@ impl Device {
                         step.request = request;
                         step.batch = batch;
                         step.background = background;
+                        step.gc = true;
                         let e = self.engine();
                         fused.txn = e.new_txn(step);
                         fused.die = copyback_die;
@@ -286,6 +287,7 @@ impl Device {
                     );
                     erase.request = request;
                     erase.background = background;
+                    erase.gc = true;
                     let e = self.engine();
                     let id = e.new_txn(erase);
                     e.queued_work_ns[erase.die as usize] += erase_ns;
