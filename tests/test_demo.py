@@ -103,6 +103,13 @@ def test_hot_cold_placement_lowers_waf_and_raises_write_iops(small_demo):
     assert "cut write amplification" in text
     assert "the saving is the separation by lifetime" in text
     assert "less copying is more host work" in text
+    # What the copies saved: GC's part of the busy dies' time.
+    share = [run.ssd["gc"]["share_of_die_busy"] for run in (base, hinted)]
+    assert 0 < share[1] < share[0] < 1
+    assert (
+        f"GC took {100 * share[0]:.0f}% of the busy dies' time without hints, "
+        f"{100 * share[1]:.0f}% with them"
+    ) in text
 
 
 @pytest.mark.slow

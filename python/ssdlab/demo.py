@@ -287,6 +287,7 @@ def _rows(run: RunResult) -> list[tuple[str, float | None, str, bool]]:
     erases = ssd.get("erases", {})
     rows += [
         ("die utilisation", ssd.get("die_utilisation"), ".3f", True),
+        ("GC share of die time", gc.get("share_of_die_busy"), ".3f", False),
         ("write amplification", ssd.get("waf"), ".3f", False),
         ("GC invocations", gc.get("invocations"), ",.0f", False),
         ("GC mapping units moved", gc.get("units_moved"), ",.0f", False),
@@ -382,9 +383,18 @@ def _iops_sentence(base: RunResult, hinted: RunResult, control: RunResult) -> st
     if not iops_a:
         return ""
     if iops_b > iops_a:
+        share_a, share_b = (
+            run.ssd.get("gc", {}).get("share_of_die_busy") for run in (base, hinted)
+        )
+        freed = ""
+        if share_a is not None and share_b is not None and share_b < share_a:
+            freed = (
+                f" (GC took {100 * share_a:.0f}% of the busy dies' time without hints, "
+                f"{100 * share_b:.0f}% with them)"
+            )
         return (
             f"With the dies busy either way (utilisation {util_a:.2f} and {util_b:.2f}), less "
-            f"copying is more host work: write IOPS {_pct(iops_a, iops_b)} (random ids: "
+            f"copying is more host work{freed}: write IOPS {_pct(iops_a, iops_b)} (random ids: "
             f"{_pct(iops_a, iops_c)})."
         )
     return (
