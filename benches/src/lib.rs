@@ -6,8 +6,11 @@
 //! generator's. Random writes are measured in GC steady state after preconditioning.
 
 use ssdlab_core::ftl::{build_ftl, Ftl, UnitWrite};
+use ssdlab_core::host::run::{DEPENDENT_STAGE, LOOKAHEAD};
 use ssdlab_core::nand::Geometry;
-use ssdlab_core::{Config, Device, HostRequest, Loop, PreconditionOptions, RunSpec, VecSource};
+use ssdlab_core::{
+    Config, Device, HostRequest, Loop, PreconditionOptions, RequestSource, RunSpec, VecSource,
+};
 use std::time::Instant;
 
 /// What to run.
@@ -104,13 +107,24 @@ fn overrides(p: &Params) -> Vec<(String, String)> {
     .collect()
 }
 
-fn job_requests(rw: &str, device_bytes: u64, count: u64, seed: u64) -> Vec<HostRequest> {
+/// The bench's fio job: `count` 4 KiB requests of `rw` over `device_bytes`, streamed.
+fn job_source(
+    rw: &str,
+    device_bytes: u64,
+    count: u64,
+    seed: u64,
+) -> Result<Box<dyn RequestSource>, String> {
     let text = format!("[bench]\nrw={rw}\nbs=4k\nnorandommap\nnumber_ios={count}\n");
     let file =
         ssdlab_workload::parse_job_file(&text, "simspeed.fio").expect("the bench job parses");
-    let mut source = file.jobs[0]
+    file.jobs[0]
         .source(device_bytes, seed)
-        .expect("the bench job fits the device");
+        .map_err(|e| e.to_string())
+}
+
+fn job_requests(rw: &str, device_bytes: u64, count: u64, seed: u64) -> Vec<HostRequest> {
+    let mut source =
+        job_source(rw, device_bytes, count, seed).expect("the bench job fits the device");
     let mut out = Vec::with_capacity(count as usize);
     while let Some(r) = source.next_request() {
         out.push(r.expect("generated requests are valid"));
@@ -169,14 +183,7 @@ pub fn ftl_alone(p: &Params) -> Result<FtlAlone, String> {
         write(&mut ftl, unit)?;
     }
     // Warm-up: two capacities of other random writes of the same generator, streamed.
-    let text = format!(
-        "[warm]\nrw=randwrite\nbs=4k\nnorandommap\nnumber_ios={}\n",
-        2 * logical
-    );
-    let file = ssdlab_workload::parse_job_file(&text, "warm.fio").expect("the warm-up job parses");
-    let mut warm = file.jobs[0]
-        .source(logical * unit_bytes, p.seed + 2)
-        .map_err(|e| e.to_string())?;
+    let mut warm = job_source("randwrite", logical * unit_bytes, 2 * logical, p.seed + 2)?;
     while let Some(r) = warm.next_request() {
         write(&mut ftl, r.map_err(|e| e.to_string())?.offset / unit_bytes)?;
     }
@@ -187,10 +194,10 @@ pub fn ftl_alone(p: &Params) -> Result<FtlAlone, String> {
     let before = ftl.counters().gc_units_moved;
     let started = Instant::now();
     for (i, &unit) in timed.iter().enumerate() {
-        if let Some(&ahead) = timed.get(i + 16) {
+        if let Some(&ahead) = timed.get(i + LOOKAHEAD) {
             ftl.prefetch(ahead);
         }
-        if let Some(&ahead) = timed.get(i + 8) {
+        if let Some(&ahead) = timed.get(i + DEPENDENT_STAGE) {
             ftl.prefetch_dependent(ahead);
         }
         write(&mut ftl, unit)?;
