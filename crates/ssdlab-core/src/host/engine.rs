@@ -954,10 +954,7 @@ impl Device {
                 e.queued_work_ns[t.die as usize] += t.array_ns;
                 if t.gc {
                     // A GC read sensed again is GC's die time again.
-                    self.flash.gc_busy_ns += t.array_ns;
-                    if t.background {
-                        self.flash.gc_background_ns += t.array_ns;
-                    }
+                    self.count_gc_busy(t.array_ns, t.background);
                 }
                 self.flash.array_reads += t.decode_pages as u64;
                 self.flash.bytes_transferred += t.transfers as u64 * self.page_size() as u64;

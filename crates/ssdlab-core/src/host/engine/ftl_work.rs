@@ -394,10 +394,7 @@ impl Device {
         self.flash.oob_reads += moves;
         self.flash.programs += moves;
         self.flash.oob_writes += moves;
-        self.flash.gc_busy_ns += busy_ns;
-        if background {
-            self.flash.gc_background_ns += busy_ns;
-        }
+        self.count_gc_busy(busy_ns, background);
         let n = moves as u32; // a list holds far fewer moves than 2^32
         self.work.reads += n;
         self.work.oob_reads += n;
