@@ -74,6 +74,13 @@ def run_json(capsys, job: Path, *extra: str) -> dict:
     return json.loads(out)
 
 
+def run_summary(capsys, job: Path, *extra: str) -> str:
+    """The normal output of the same run as ``run_json(capsys, job, *extra)``."""
+    status, out, err = run_cli(capsys, "run", PRESET, str(job), *set_args(), *extra, "--quiet")
+    assert status == 0, err
+    return out
+
+
 def run_module(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ssdlab", *args],
@@ -215,8 +222,7 @@ def test_output_file_gets_the_json(capsys, randrw_job, tmp_path):
 
 
 def test_normal_output_is_a_readable_summary(capsys, randrw_job):
-    status, out, _ = run_cli(capsys, "run", PRESET, str(randrw_job), *set_args(), "--quiet")
-    assert status == 0
+    out = run_summary(capsys, randrw_job)
     for needle in (
         "mixed:",
         "read: IOPS=",
@@ -242,8 +248,7 @@ def test_normal_output_shows_die_utilisation_and_sub_unit_writes(capsys, tmp_pat
     ssd = run_json(capsys, job, *pages)["ssd"]
     # Sequential 1 KiB writes merge into their 4 KiB units in the page being filled.
     assert ssd["buffer_merged_units"] > 0
-    status, out, err = run_cli(capsys, "run", PRESET, str(job), *set_args(), *pages, "--quiet")
-    assert status == 0, err
+    out = run_summary(capsys, job, *pages)
     assert (
         f"mapping units of {ssd['mapping_unit_bytes']} B: "
         f"merged in the write buffer={ssd['buffer_merged_units']}, "
@@ -276,8 +281,7 @@ def test_normal_output_says_waf_is_undefined_without_host_writes(capsys, tmp_pat
     ssd = run_json(capsys, job, *dftl)["ssd"]
     assert ssd["host_bytes_written"] == 0
     assert ssd["flash_pages_programmed"] > 0
-    status, out, err = run_cli(capsys, "run", PRESET, str(job), *set_args(), *dftl, "--quiet")
-    assert status == 0, err
+    out = run_summary(capsys, job, *dftl)
     assert (
         f"WAF=n/a (no host writes; media bytes programmed: {ssd['media_bytes_written']:,}; "
         f"flash pages programmed={ssd['flash_pages_programmed']})"
@@ -450,9 +454,7 @@ def test_normal_output_gives_gc_die_time_and_its_share_of_the_busy_dies(capsys, 
     assert gc["time_ns"] > 0
     assert 0 < gc["share_of_die_busy"] < 1
     assert gc["foreground_time_ns"] + gc["background_time_ns"] == gc["time_ns"]
-    args = ("run", PRESET, str(job), *set_args(), "--precondition", "--quiet")
-    status, out, err = run_cli(capsys, *args)
-    assert status == 0, err
+    out = run_summary(capsys, job, "--precondition")
     assert (
         f"GC die time={gc['time_ns'] / 1e6:.3f}ms summed over dies "
         f"(foreground {gc['foreground_time_ns'] / 1e6:.3f}ms, "

@@ -1329,13 +1329,12 @@ mod gc_time {
     const PROGRAM_NS: u64 = 200_000;
     const ERASE_NS: u64 = 1_500_000;
 
-    /// Random 4 KiB overwrites in GC steady state on an SLC device with round-number times;
-    /// the `ssd` section.
-    fn overwritten(page_bytes: &str, scheduler: &str) -> serde_json::Value {
-        overwritten_on(page_bytes, scheduler, "1")
-    }
+    /// Dies of the device `overwritten` builds (2 channels x 1 chip x 2 dies).
+    const DIES: f64 = 4.0;
 
-    fn overwritten_on(page_bytes: &str, scheduler: &str, planes: &str) -> serde_json::Value {
+    /// Random 4 KiB overwrites in GC steady state on an SLC device with round-number times and
+    /// `planes` planes a die; the `ssd` section.
+    fn overwritten(page_bytes: &str, scheduler: &str, planes: &str) -> serde_json::Value {
         let (r, p, e) = (
             format!("[{READ_NS}]"),
             format!("[{PROGRAM_NS}]"),
@@ -1369,13 +1368,29 @@ mod gc_time {
         dev.ssd_json()
     }
 
+    /// GC's array time with each page counted: its page reads (every array read of a
+    /// write-only run), its page programs, and the erases.
+    fn per_page_gc_ns(ssd: &serde_json::Value) -> u64 {
+        let n = |v: &serde_json::Value| v.as_u64().unwrap();
+        n(&ssd["flash"]["array_reads"]) * READ_NS
+            + n(&ssd["gc"]["pages_programmed"]) * PROGRAM_NS
+            + n(&ssd["flash"]["erases"]) * ERASE_NS
+    }
+
+    /// The dies' busy time as the report gives it: mean utilisation over the simulated time.
+    fn reported_busy_ns(ssd: &serde_json::Value) -> f64 {
+        ssd["die_utilisation"].as_f64().unwrap()
+            * ssd["sim_time_ns"].as_u64().unwrap() as f64
+            * DIES
+    }
+
     #[test]
     fn gc_time_is_the_array_time_of_its_reads_programs_and_erases() {
         // 16 KiB pages: GC reads whole pages through the controller and packs 4 KiB units
         // into new pages (each crossing the channel); 4 KiB pages: copyback, within the die.
         for page_bytes in ["16384", "4096"] {
             for scheduler in ["fcfs", "priority"] {
-                let ssd = overwritten(page_bytes, scheduler);
+                let ssd = overwritten(page_bytes, scheduler, "1");
                 let at = format!("{page_bytes} B pages, {scheduler}");
                 let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{at}: {v}"));
                 let flash = &ssd["flash"];
@@ -1390,7 +1405,7 @@ mod gc_time {
                 );
                 let gc_programs = n(&gc["pages_programmed"]);
                 assert!(gc_programs > 0 && reads > 0, "{at}: GC ran");
-                let expected = reads * READ_NS + gc_programs * PROGRAM_NS + erases * ERASE_NS;
+                let expected = per_page_gc_ns(&ssd);
                 assert_eq!(n(&gc["time_ns"]), expected, "{at}");
                 assert_eq!(
                     n(&gc["foreground_time_ns"]) + n(&gc["background_time_ns"]),
@@ -1400,8 +1415,7 @@ mod gc_time {
                 // The dies' busy time is the same sums over all of the work, host programs
                 // included; GC's time is a part of it.
                 let busy = reads * READ_NS + programs * PROGRAM_NS + erases * ERASE_NS;
-                let reported =
-                    ssd["die_utilisation"].as_f64().unwrap() * n(&ssd["sim_time_ns"]) as f64 * 4.0;
+                let reported = reported_busy_ns(&ssd);
                 assert!(
                     (reported - busy as f64).abs() <= 1e-9 * busy as f64,
                     "{at}: busy {busy} ns, reported {reported}"
@@ -1422,14 +1436,11 @@ mod gc_time {
         // as one operation, one tPROG (tR) of die time for two pages. GC time counts the die's
         // time, so it is at most the per-page sum, less by at most one page time per merge,
         // and it is a part of the busy time with the host programs' least possible time.
-        let ssd = overwritten_on("16384", "priority", "2");
+        let ssd = overwritten("16384", "priority", "2");
         let n = |v: &serde_json::Value| v.as_u64().unwrap();
-        let flash = &ssd["flash"];
         let gc_time = n(&ssd["gc"]["time_ns"]);
-        let per_page = n(&flash["array_reads"]) * READ_NS
-            + n(&ssd["gc"]["pages_programmed"]) * PROGRAM_NS
-            + n(&flash["erases"]) * ERASE_NS;
-        let merges = n(&flash["multi_plane_ops"]);
+        let per_page = per_page_gc_ns(&ssd);
+        let merges = n(&ssd["flash"]["multi_plane_ops"]);
         assert!(
             merges > 100,
             "GC pages line up on the two planes: {merges} merges"
@@ -1441,7 +1452,7 @@ mod gc_time {
             gc_time >= per_page - merges * PROGRAM_NS,
             "{gc_time}, {per_page}, {merges}"
         );
-        let busy = ssd["die_utilisation"].as_f64().unwrap() * n(&ssd["sim_time_ns"]) as f64 * 4.0;
+        let busy = reported_busy_ns(&ssd);
         let host_least = n(&ssd["host_pages_programmed"]).div_ceil(2) * PROGRAM_NS;
         assert!(
             (gc_time + host_least) as f64 <= busy * (1.0 + 1e-9),
