@@ -485,7 +485,7 @@ impl PyDevice {
             name: job.name.clone(),
             source,
             queue_depth: job.iodepth,
-            pacing: Loop::Closed,
+            pacing: job.pacing(),
             runtime_ns: job.runtime_ns,
             ramp_ns: job.ramp_time_ns,
         };

@@ -35,7 +35,8 @@ pub mod trace;
 pub use distribution::{DistributionSpec, OffsetDistribution};
 pub use error::WorkloadError;
 pub use fio::{
-    parse_job_file, read_job_file, BlockSize, Extent, FioSource, JobFile, JobSpec, RwMode,
+    parse_job_file, read_job_file, BlockSize, Extent, FioSource, JobFile, JobSpec, RateLimit,
+    RateProcess, RwMode,
 };
 pub use trace::{
     format_csv_line, open_trace, parse_hint, parse_trace_str, BlkparseAction, TraceFormat,

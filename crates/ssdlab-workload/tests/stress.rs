@@ -1,15 +1,15 @@
 //! Stress: random device configurations under random fio jobs. Every preset on small
 //! geometries, over-provisioning from 10 % to 40 %, each scheduler, suspend, allocation, DFTL
 //! with little or much of its mapping cached, a write buffer, the host link, GC step sizes, raw
-//! bit errors and copyback; every access pattern, 512 B to 128 KiB, QD 1 to 128, with and
-//! without preconditioning. Each configuration is either refused by validation, naming a key,
+//! bit errors and copyback; every access pattern, 512 B to 128 KiB, QD 1 to 128, closed loop or
+//! paced by a rate, with and without preconditioning. Each configuration is either refused by validation, naming a key,
 //! or its run completes within a deadline with the FTL's invariants intact: no panic, no hang,
 //! no "device full" on a device with spare space. A failure prints the seed and its settings;
 //! `STRESS_SEED=N` runs that seed alone.
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use ssdlab_core::{Device, Loop, PreconditionOptions, RunSpec};
+use ssdlab_core::{Device, PreconditionOptions, RunSpec};
 use ssdlab_workload::parse_job_file;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -95,7 +95,18 @@ fn scenario(seed: u64) -> (&'static str, Vec<(String, String)>, String, u32, boo
     let qd = [1, 4, 32, 128][r.gen_range(0..4)];
     let precondition = r.gen_bool(0.5);
     let ios = r.gen_range(2_000..8_000);
-    let job = format!("[j]\nrw={rw}\n{bs}\nnumber_ios={ios}\n");
+    let mut job = format!("[j]\nrw={rw}\n{bs}\nnumber_ios={ios}\n");
+    // Drawn last, so that the draws above (each seed's device and job) stay as they were.
+    if r.gen_bool(0.3) {
+        job += pick(
+            r,
+            &[
+                "rate_iops=5000\n",
+                "rate=200m\nrate_process=poisson\n",
+                "rate_iops=200000,20000\nrate_process=poisson\n",
+            ],
+        );
+    }
     let sets = sets
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -120,16 +131,15 @@ fn run(seed: u64) -> Result<bool, String> {
         .map_err(|e| format!("precondition: {e}"))?;
     }
     let mut file = parse_job_file(&job, "stress.fio").map_err(|e| e.to_string())?;
-    let source = file
-        .jobs
-        .remove(0)
+    let job = file.jobs.remove(0);
+    let source = job
         .source(dev.logical_bytes(), seed)
         .map_err(|e| e.to_string())?;
     dev.run_to_end(RunSpec {
         name: "stress".into(),
         source,
         queue_depth: qd,
-        pacing: Loop::Closed,
+        pacing: job.pacing(),
         runtime_ns: None,
         ramp_ns: None,
     })

@@ -364,6 +364,289 @@ mod fio_limits {
     }
 }
 
+mod fio_rate {
+    //! `rate`, `rate_iops` and `rate_process`: arrival times as fio spaces its submissions, and
+    //! the core running such a job open loop.
+    use super::*;
+    use ssdlab_core::{Device, RunSpec};
+    use ssdlab_workload::{RateLimit, RateProcess};
+
+    fn arrivals(r: &[HostRequest]) -> Vec<u64> {
+        r.iter()
+            .map(|q| q.arrival_ns.expect("a paced request"))
+            .collect()
+    }
+
+    #[test]
+    fn rate_iops_spaces_the_requests_evenly() {
+        let j = job("[r]\nrw=randread\nsize=1m\nrate_iops=1000\n");
+        assert_eq!(j.rate, [Some(RateLimit::Iops(1000)); 3]);
+        assert_eq!(j.pacing(), ssdlab_core::Loop::Open { time_scale: 1.0 });
+        let r = run("[r]\nrw=randread\nsize=1m\nrate_iops=1000\n", GIB, 1);
+        assert_eq!(r.len(), 256);
+        let want: Vec<u64> = (0..256).map(|k| k * 1_000_000).collect();
+        assert_eq!(arrivals(&r), want);
+        // The offsets and sizes are the unpaced job's.
+        let unpaced = run("[r]\nrw=randread\nsize=1m\n", GIB, 1);
+        let shape = |v: &[HostRequest]| -> Vec<(Op, u64, u64)> {
+            v.iter().map(|q| (q.op, q.offset, q.length)).collect()
+        };
+        assert_eq!(shape(&r), shape(&unpaced));
+        assert!(unpaced.iter().all(|q| q.arrival_ns.is_none()));
+        assert_eq!(job("[r]\nrw=read\n").pacing(), ssdlab_core::Loop::Closed);
+    }
+
+    #[test]
+    fn rate_in_bytes_spaces_by_the_bytes_issued_before() {
+        let r = run(
+            "[r]\nrw=randwrite\nbsrange=4k-64k\nsize=16m\nnumber_ios=500\nrate=8m\n",
+            GIB,
+            3,
+        );
+        let mut bytes = 0u64;
+        for q in &r {
+            // fio's usec_for_io, in ns: the bytes issued before this one at 8 MiB/s.
+            assert_eq!(
+                q.arrival_ns,
+                Some((bytes as u128 * 1_000_000_000 / (8 << 20)) as u64)
+            );
+            bytes += q.length;
+        }
+        assert!(r.iter().any(|q| q.length > 4096), "sizes vary");
+    }
+
+    #[test]
+    fn per_direction_values_and_rate_over_rate_iops() {
+        let j = job("[r]\nrw=randrw\nrate_iops=500,200\n");
+        assert_eq!(
+            j.rate,
+            [
+                Some(RateLimit::Iops(500)),
+                Some(RateLimit::Iops(200)),
+                Some(RateLimit::Iops(200))
+            ]
+        );
+        // An empty field or 0 leaves a direction unlimited; a missing one copies the last.
+        let j = job("[r]\nrw=randwrite\nrate=,1m\n");
+        assert_eq!(
+            j.rate,
+            [
+                None,
+                Some(RateLimit::Bytes(1 << 20)),
+                Some(RateLimit::Bytes(1 << 20))
+            ]
+        );
+        let j = job("[r]\nrw=randread\nrate=2m,\n");
+        assert_eq!(j.rate, [Some(RateLimit::Bytes(2 << 20)), None, None]);
+        // rate wins over rate_iops, in either order.
+        for text in [
+            "[r]\nrw=read\nrate=1m\nrate_iops=10\n",
+            "[r]\nrw=read\nrate_iops=10\nrate=1m\n",
+        ] {
+            assert_eq!(job(text).rate[0], Some(RateLimit::Bytes(1 << 20)));
+        }
+        assert_eq!(job("[r]\nrw=read\nrate_iops=0\n").rate, [None; 3]);
+        assert!(!job("[r]\nrw=read\nrate_iops=0\n").is_rate_limited());
+    }
+
+    #[test]
+    fn a_mixed_job_keeps_each_direction_at_its_own_rate() {
+        // 50/50 drawn, 500 reads/s and 200 writes/s allowed: an I/O drawn for a direction that
+        // is ahead goes to the other if that one is due (fio's rate_ddir), so the rates hold
+        // and the mix follows them.
+        let r = run(
+            "[m]\nrw=randrw\nrwmixread=50\nnumber_ios=7000\nrate_iops=500,200\n",
+            GIB,
+            5,
+        );
+        let t = arrivals(&r);
+        assert!(t.windows(2).all(|w| w[0] <= w[1]), "arrivals in order");
+        let reads: Vec<u64> = r
+            .iter()
+            .filter(|q| q.op == Op::Read)
+            .map(|q| q.arrival_ns.unwrap())
+            .collect();
+        let writes: Vec<u64> = r
+            .iter()
+            .filter(|q| q.op == Op::Write)
+            .map(|q| q.arrival_ns.unwrap())
+            .collect();
+        // Neither direction ever runs ahead of its rate: its k-th I/O is at k/rate or later.
+        for (k, &at) in reads.iter().enumerate() {
+            assert!(at >= k as u64 * 2_000_000, "read {k} at {at} ns");
+        }
+        for (k, &at) in writes.iter().enumerate() {
+            assert!(at >= k as u64 * 5_000_000, "write {k} at {at} ns");
+        }
+        let end = *t.last().unwrap() as f64 / 1e9;
+        let (read_rate, write_rate) = (reads.len() as f64 / end, writes.len() as f64 / end);
+        assert!(
+            (read_rate / 500.0 - 1.0).abs() < 0.01,
+            "{read_rate} reads/s"
+        );
+        assert!(
+            (write_rate / 200.0 - 1.0).abs() < 0.02,
+            "{write_rate} writes/s"
+        );
+    }
+
+    #[test]
+    fn poisson_gaps_are_exponential_with_the_rates_mean() {
+        let j = job("[p]\nrw=randread\nnumber_ios=200000\nrate_iops=10000\nrate_process=poisson\n");
+        assert_eq!(j.rate_process, RateProcess::Poisson);
+        let r = run(
+            "[p]\nrw=randread\nnumber_ios=200000\nrate_iops=10000\nrate_process=poisson\n",
+            GIB,
+            9,
+        );
+        let t = arrivals(&r);
+        let gaps: Vec<f64> = t.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+        let n = gaps.len() as f64;
+        let mean = gaps.iter().sum::<f64>() / n;
+        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let above_mean = gaps.iter().filter(|&&g| g > 100_000.0).count() as f64 / n;
+        // Mean 100 us, coefficient of variation 1, P(gap > mean) = 1/e.
+        assert!((mean / 100_000.0 - 1.0).abs() < 0.01, "mean gap {mean} ns");
+        assert!((sd / mean - 1.0).abs() < 0.02, "cv {}", sd / mean);
+        assert!((above_mean - (-1f64).exp()).abs() < 0.005, "{above_mean}");
+        // A rate in bytes counts I/Os of the smallest size: 40 MiB/s of 4 KiB is 10,240/s.
+        let r = run(
+            "[p]\nrw=randread\nnumber_ios=100000\nrate=40m\nrate_process=poisson\n",
+            GIB,
+            9,
+        );
+        let t = arrivals(&r);
+        let mean = (t[t.len() - 1] - t[0]) as f64 / (t.len() - 1) as f64;
+        assert!(
+            (mean / (1e9 / 10_240.0) - 1.0).abs() < 0.01,
+            "mean gap {mean} ns"
+        );
+    }
+
+    #[test]
+    fn bad_rate_options_name_the_key_and_line() {
+        let err = |text: &str| parse_job_file(text, "r.fio").unwrap_err().to_string();
+        let e = err("[r]\nrw=read\nrate_process=bursty\n");
+        assert!(e.contains("r.fio:3") && e.contains("rate_process"), "{e}");
+        assert!(e.contains("linear or poisson"), "{e}");
+        let e = err("[r]\nrw=read\nrate_iops=fast\n");
+        assert!(e.contains("r.fio:3") && e.contains("rate_iops"), "{e}");
+        let e = err("[r]\nrw=read\nrate=1m,2m,3m,4m\n");
+        assert!(e.contains("at most 3"), "{e}");
+        // A mixed job with one unlimited direction: fio's behaviour cannot be followed.
+        let e = err("[r]\nrw=randrw\nrate_iops=,500\n");
+        assert!(e.contains("r.fio:3") && e.contains("rate_iops"), "{e}");
+        assert!(e.contains("limits writes but not reads"), "{e}");
+        let e = err("[global]\nrate=1m,\n[r]\nrw=rw\n");
+        assert!(
+            e.contains("r.fio:2") && e.contains("limits reads but not writes"),
+            "{e}"
+        );
+        // ... unless the mix draws one direction only.
+        assert!(job("[r]\nrw=randrw\nrwmixread=0\nrate_iops=,500\n").is_rate_limited());
+        // Poisson needs at least one I/O of the smallest size per second.
+        let e = err("[r]\nrw=read\nbs=8k\nrate=4k\nrate_process=poisson\n");
+        assert!(
+            e.contains("r.fio:4") && e.contains("less than one 8192-byte I/O"),
+            "{e}"
+        );
+        assert!(job("[r]\nrw=read\nbs=8k\nrate=4k\n").is_rate_limited());
+    }
+
+    fn device(scheduler: &str) -> Device {
+        let sets: Vec<(String, String)> = [
+            ("controller.scheduler", scheduler),
+            ("geometry.channels", "2"),
+            ("geometry.chips_per_channel", "1"),
+            ("geometry.blocks_per_plane", "32"),
+            ("geometry.over_provisioning", "0.25"),
+            ("stats.request_log", "true"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let text = ssdlab_core::presets::get("tlc").unwrap();
+        let mut dev = Device::from_toml(text, "tlc", &sets, 1, false).unwrap();
+        run_job(&mut dev, "[fill]\nrw=write\nbs=128k\nsize=8m\niodepth=8\n");
+        dev
+    }
+
+    fn run_job(dev: &mut Device, text: &str) -> serde_json::Value {
+        let j = job(text);
+        let source = j.source(dev.logical_bytes(), 7).unwrap();
+        dev.run_to_end(RunSpec {
+            name: j.name.clone(),
+            source,
+            queue_depth: j.iodepth,
+            pacing: j.pacing(),
+            runtime_ns: j.runtime_ns,
+            ramp_ns: j.ramp_time_ns,
+        })
+        .unwrap()
+    }
+
+    /// Latencies of the last `n` requests of the device's log.
+    fn last_durations(dev: &Device, n: usize) -> Vec<u64> {
+        let log = dev.request_log().unwrap();
+        log[log.len() - n..].iter().map(|r| r.duration_ns).collect()
+    }
+
+    #[test]
+    fn a_rate_far_below_the_device_sees_the_idle_devices_latency() {
+        let read = "[r]\nrw=randread\nbs=4k\nsize=8m\nnumber_ios=300\n";
+        // The event engine and the reservation path alike.
+        for scheduler in ["priority", "fcfs"] {
+            // Closed loop at QD 1: each read alone on an idle device.
+            let mut alone = device(scheduler);
+            run_job(&mut alone, read);
+            let idle = last_durations(&alone, 300);
+            // One read per millisecond, up to 32 outstanding: never two at once, the same reads.
+            let mut paced = device(scheduler);
+            let start = paced.now_ns();
+            let job = run_job(&mut paced, &format!("{read}iodepth=32\nrate_iops=1000\n"));
+            assert_eq!(last_durations(&paced, 300), idle, "{scheduler}");
+            // The run ends with the last read, which arrived at 299 ms.
+            assert_eq!(
+                paced.now_ns() - start,
+                299_000_000 + idle[299],
+                "{scheduler}"
+            );
+            let iops = job["read"]["iops"].as_f64().unwrap();
+            assert!(
+                (iops / 1000.0 - 1.0).abs() < 0.01,
+                "{scheduler}: {iops} IOPS"
+            );
+        }
+    }
+
+    #[test]
+    fn a_rate_above_the_device_queues_at_the_host_and_keeps_the_queue_depth() {
+        let read = "[r]\nrw=randread\nbs=4k\nsize=8m\nnumber_ios=2000\niodepth=4\n";
+        let mut closed = device("priority");
+        let closed_job = run_job(&mut closed, read);
+        let mut paced = device("priority");
+        let paced_job = run_job(&mut paced, &format!("{read}rate_iops=10000000\n"));
+        let iops = |j: &serde_json::Value| j["read"]["iops"].as_f64().unwrap();
+        let mean = |j: &serde_json::Value, part: &str| j["read"][part]["mean"].as_f64().unwrap();
+        // Arrivals outrun the device: it serves at its QD-4 speed, and the requests wait for a
+        // slot at the host (lat, from arrival) far longer than in the device (clat, from issue).
+        assert!((iops(&paced_job) / iops(&closed_job) - 1.0).abs() < 0.02);
+        assert!((mean(&paced_job, "clat_ns") / mean(&closed_job, "clat_ns") - 1.0).abs() < 0.02);
+        assert!(mean(&paced_job, "lat_ns") > 100.0 * mean(&paced_job, "clat_ns"));
+    }
+
+    #[test]
+    fn runtime_stops_a_paced_job_at_its_last_arrival_before_the_end() {
+        let mut dev = device("fcfs");
+        let job = run_job(
+            &mut dev,
+            "[t]\nrw=randread\nsize=8m\ntime_based\nruntime=10ms\nrate_iops=1000\niodepth=4\n",
+        );
+        // Arrivals at 0, 1, ..., 9 ms; the one at 10 ms is past the runtime.
+        assert_eq!(job["read"]["total_ios"], 10);
+    }
+}
+
 mod trace_files {
     use ssdlab_workload::{open_trace, TraceFormat, TraceOptions, WorkloadError};
 
@@ -764,10 +1047,14 @@ mod props {
             dist in prop::sample::select(vec!["random", "zipf:1.2", "pareto:0.3", "normal:20"]),
             norandommap in any::<bool>(),
             seed in any::<u64>(),
+            rate in prop::sample::select(vec![
+                "", "rate_iops=1000\n", "rate=1m\nrate_process=poisson\n",
+                "rate_iops=300,700\nrate_process=poisson\n", "rate=64k,2m\n",
+            ]),
         ) {
             let bs = bs_kib * 1024;
             let text = format!(
-                "[global]\nbs={bs_kib}k\n[j]\nrw={rw}\nsize={}\noffset={}\nrandom_distribution={dist}\n{}",
+                "[global]\nbs={bs_kib}k\n[j]\nrw={rw}\nsize={}\noffset={}\nrandom_distribution={dist}\n{}{rate}",
                 size_blocks * bs, offset_blocks * bs, if norandommap { "norandommap\n" } else { "" }
             );
             let f = parse_job_file(&text, "g.fio").unwrap();
@@ -776,8 +1063,13 @@ mod props {
             prop_assert_eq!(j.request_count(device), Some(size_blocks));
             let mut s = j.source(device, seed).unwrap();
             let mut n = 0;
+            let mut last_arrival = 0;
             while let Some(r) = s.next_request() {
                 let r = r.unwrap();
+                // Paced jobs arrive in order, unpaced ones carry no time.
+                prop_assert_eq!(r.arrival_ns.is_some(), !rate.is_empty());
+                prop_assert!(r.arrival_ns.unwrap_or(0) >= last_arrival);
+                last_arrival = r.arrival_ns.unwrap_or(0);
                 let start = offset_blocks * bs;
                 prop_assert!(r.offset >= start && r.offset + r.length <= start + size_blocks * bs);
                 prop_assert_eq!((r.offset - start) % bs, 0);

@@ -466,6 +466,13 @@ impl Device {
                     let first = *run.first_arrival.get_or_insert(raw);
                     let arrival = run.start_ns
                         + ((raw.saturating_sub(first)) as f64 * time_scale).round() as u64;
+                    if run.stop_issuing_ns.is_some_and(|stop| arrival >= stop) {
+                        // It arrives after the runtime: the run issues nothing more.
+                        run.pending = None;
+                        run.exhausted = true;
+                        self.engine_source_done();
+                        continue;
+                    }
                     // Completions before the arrival go first (at the same instant too: a
                     // completion frees its slot before the next request arrives).
                     if run.in_flight.len() >= run.queue_depth {

@@ -30,6 +30,9 @@
 //!   to create), i.e. they behave as if `norandommap` were set.
 //! - Block sizes: `bs` fixed; `bssplit` chooses a size by its percentage; `bsrange` chooses a
 //!   multiple of its minimum uniformly in `[min, max]`.
+//! - Rate limits (`rate`, `rate_iops`, `rate_process`) give each request an arrival time, as
+//!   fio spaces its submissions (see `pacing.rs`); they may switch a mixed job's I/O to the other
+//!   direction (fio's `rate_ddir`), and otherwise leave the offsets and sizes as without them.
 //! - Determinism: the PRNG is `Xoshiro256PlusPlus` seeded from SplitMix64 of
 //!   `(randseed if set, else the run's seed) XOR (job index · odd constant)`; the same spec and
 //!   seed give the same sequence, and two jobs of one file differ.
@@ -38,6 +41,7 @@ use rand::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use ssdlab_core::request::{Hint, HostRequest, Op, RequestSource, SourceError};
 
+use super::pacing::Pacer;
 use super::{BlockSize, JobSpec};
 use crate::distribution::{splitmix64, uniform_below, OffsetDistribution};
 use crate::error::WorkloadError;
@@ -326,6 +330,8 @@ pub struct FioSource {
     count: u64,
     write_hint: Hint,
     len_hint: Option<u64>,
+    /// Arrival times of a rate-limited job.
+    pacer: Option<Pacer>,
 }
 
 impl FioSource {
@@ -336,6 +342,7 @@ impl FioSource {
             job.randseed.unwrap_or(seed) ^ (job.index as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(splitmix64(&mut state));
         let scatter_key = rng.next_u64();
+        let pacer = Pacer::new(job, &mut state);
         let random = job.rw.is_random();
         let uniform = job.random_distribution.is_uniform();
         let dist = OffsetDistribution::new(job.random_distribution, layout.nunits, scatter_key);
@@ -367,6 +374,7 @@ impl FioSource {
             count: 0,
             write_hint,
             len_hint: layout.request_count(),
+            pacer,
         })
     }
 
@@ -382,6 +390,13 @@ impl FioSource {
             0
         } else {
             1
+        };
+        let (d, arrival_ns) = match &mut self.pacer {
+            Some(pacer) => {
+                let (d, at) = pacer.next(d);
+                (d, Some(at))
+            }
+            None => (d, None),
         };
         let mut length = self.sizes[d].pick(&mut self.rng);
         let offset = if self.random {
@@ -417,9 +432,12 @@ impl FioSource {
         };
         self.bytes_done = self.bytes_done.saturating_add(length);
         self.count += 1;
+        if let Some(pacer) = &mut self.pacer {
+            pacer.issued(d, length);
+        }
         let op = OPS[d];
         Some(HostRequest {
-            arrival_ns: None,
+            arrival_ns,
             op,
             offset,
             length,

@@ -14,7 +14,8 @@
 //! `bssplit`, `blocksize_range`/`bsrange`, `size`, `offset`, `io_size`/`io_limit`,
 //! `number_ios`, `iodepth`, `numjobs` (1 only), `rwmixread`/`rwmixwrite`,
 //! `random_distribution`, `norandommap`, `randseed`, `runtime`, `time_based`, `ramp_time`,
-//! `write_hint`, `read_group` (ssdlab's own: the melded-pages read group of every write), `name`.
+//! `write_hint`, `read_group` (ssdlab's own: the melded-pages read group of every write), `name`,
+//! and the rate limits `rate`, `rate_iops` and `rate_process` (see below).
 //! Options that only matter to a real device or to fio's reporting are
 //! accepted and ignored ([`IGNORED_OPTIONS`]); any other option is an error naming it, so that
 //! a job file never silently means something else here than under fio.
@@ -25,12 +26,27 @@
 //! (`size=50%`). Times (`runtime`, `ramp_time`) are seconds unless suffixed by `us`, `ms`, `s`,
 //! `m`, `h` or `d`.
 //!
+//! **Rate limits.** `rate` (bytes/s) and `rate_iops` cap each direction as in fio (per-direction
+//! comma syntax; `rate` wins over `rate_iops` for a direction that has both; 0 or an empty field
+//! leaves a direction unlimited). A rate-limited job's requests carry arrival times, spaced as
+//! fio spaces its submissions: `rate_process=linear` (the default) issues a direction's next I/O
+//! when the bytes (for `rate`) or I/Os (for `rate_iops`) issued so far are due at that rate;
+//! `poisson` draws exponential gaps with the rate's mean, per I/O (`rate` counts I/Os of the
+//! direction's smallest block size, as fio). In a mixed job, an I/O drawn for a direction that is
+//! ahead of its rate goes to the other direction if that one is due, else waits for whichever is
+//! due first (fio's `rate_ddir`). The core runs such a job open loop: requests issue at their
+//! arrival times, at most `iodepth` outstanding, and a late one issues as soon as a slot frees
+//! (fio catches up the same way). In a mixed job both directions must be limited: fio lets an
+//! unlimited direction run as fast as the device completes it, which a stream generated ahead of
+//! the device's clock cannot follow, so that is an error.
+//!
 //! **Simulated time.** `runtime`, `time_based` and `ramp_time` are exposed on the spec in
 //! nanoseconds of simulated time: the source of a `time_based` job never ends and the core is
 //! expected to stop it at `runtime_ns` (and to exclude the first `ramp_time_ns` from its
 //! statistics). Without `time_based`, `runtime` is only an upper bound the core may enforce.
 
 pub mod generator;
+mod pacing;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -69,6 +85,9 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
     "write_hint",
     "read_group",
     "name",
+    "rate",
+    "rate_iops",
+    "rate_process",
 ];
 
 /// fio options accepted and ignored because they do not change the request stream a simulated
@@ -187,6 +206,25 @@ impl BlockSize {
     }
 }
 
+/// fio's `rate_process`: how a rate-limited direction spaces its I/Os.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RateProcess {
+    /// Each I/O when the work issued before it is due at the rate.
+    #[default]
+    Linear,
+    /// Exponential gaps with the rate's mean (a Poisson arrival process).
+    Poisson,
+}
+
+/// The rate limit of one direction (`rate` or `rate_iops`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateLimit {
+    /// `rate`: bytes per second.
+    Bytes(u64),
+    /// `rate_iops`: I/Os per second.
+    Iops(u64),
+}
+
 /// A byte quantity that may be relative to the device (`size=50%`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Extent {
@@ -247,6 +285,10 @@ pub struct JobSpec {
     /// `read_group` (ssdlab's own option): the melded-pages read group put on every write,
     /// so a job's data fills whole wordlines and its large reads can meld.
     pub read_group: Option<u64>,
+    /// `rate` / `rate_iops` of reads, writes and trims; `None` = unlimited.
+    pub rate: [Option<RateLimit>; 3],
+    /// `rate_process` (default `linear`).
+    pub rate_process: RateProcess,
     /// Line where each option was last set (for errors raised after parsing).
     pub option_lines: BTreeMap<String, usize>,
 }
@@ -278,6 +320,8 @@ impl JobSpec {
             randseed: None,
             write_hint: None,
             read_group: None,
+            rate: [None; 3],
+            rate_process: RateProcess::Linear,
             option_lines: BTreeMap::new(),
         }
     }
@@ -291,6 +335,21 @@ impl JobSpec {
         seed: u64,
     ) -> Result<Box<dyn ssdlab_core::RequestSource>, WorkloadError> {
         Ok(Box::new(FioSource::new(self, device_bytes, seed)?))
+    }
+
+    /// Is any direction rate-limited? Its requests then carry arrival times.
+    pub fn is_rate_limited(&self) -> bool {
+        self.rate.iter().any(Option::is_some)
+    }
+
+    /// How the core should pace this job: open loop at the arrival times a rate limit gives
+    /// (at most `iodepth` outstanding), else closed loop (`iodepth` kept outstanding).
+    pub fn pacing(&self) -> ssdlab_core::Loop {
+        if self.is_rate_limited() {
+            ssdlab_core::Loop::Open { time_scale: 1.0 }
+        } else {
+            ssdlab_core::Loop::Closed
+        }
     }
 
     /// Number of requests the job will issue when known (io_size/number_ios/size bounded; None
@@ -487,6 +546,9 @@ fn build_job(
 ) -> Result<JobSpec, WorkloadError> {
     let mut job = JobSpec::with_defaults(name, index, path);
     let mut sizes = BlockSizeOptions::default();
+    // `rate` wins over `rate_iops` per direction, whatever their order (as in fio).
+    let mut rate_bytes = [0u64; 3];
+    let mut rate_iops = [0u64; 3];
     for opt in opts {
         let err = |message: String| WorkloadError::JobOption {
             path: path.to_string(),
@@ -509,6 +571,9 @@ fn build_job(
             "rw" | "readwrite" => job.rw = RwMode::parse(value).map_err(err)?,
             "bs" | "blocksize" => sizes.bs = Some(per_direction(value, parse_bs).map_err(err)?),
             "bssplit" => sizes.split = Some(per_direction(value, parse_bssplit).map_err(err)?),
+            "rate" => rate_bytes = per_direction_or(value, parse_size, 0).map_err(err)?,
+            "rate_iops" => rate_iops = per_direction_or(value, parse_uint, 0).map_err(err)?,
+            "rate_process" => job.rate_process = parse_rate_process(value).map_err(err)?,
             "blocksize_range" | "bsrange" => {
                 sizes.range = Some(per_direction(value, parse_bsrange).map_err(err)?)
             }
@@ -555,6 +620,7 @@ fn build_job(
         .or(sizes.range)
         .or(sizes.bs)
         .unwrap_or(job.block_size);
+    resolve_rates(&mut job, rate_bytes, rate_iops)?;
     if job.time_based && job.runtime_ns.is_none() {
         return Err(WorkloadError::JobOption {
             path: path.to_string(),
@@ -573,6 +639,15 @@ fn per_direction(
     value: &str,
     parse: fn(&str) -> Result<BlockSize, String>,
 ) -> Result<[BlockSize; 3], String> {
+    per_direction_or(value, parse, BlockSize::Fixed(4096))
+}
+
+/// [`per_direction`] with `default` for an empty value.
+fn per_direction_or<T: Clone>(
+    value: &str,
+    parse: fn(&str) -> Result<T, String>,
+    default: T,
+) -> Result<[T; 3], String> {
     let parts: Vec<&str> = value.split(',').map(str::trim).collect();
     if parts.len() > 3 {
         return Err(format!(
@@ -580,16 +655,72 @@ fn per_direction(
             parts.len()
         ));
     }
-    let default = BlockSize::Fixed(4096);
-    let mut out: [BlockSize; 3] = [default.clone(), default.clone(), default];
+    let mut out: [T; 3] = [default.clone(), default.clone(), default.clone()];
     for i in 0..3 {
         out[i] = match parts.get(i) {
-            Some(&"") => BlockSize::Fixed(4096),
+            Some(&"") => default.clone(),
             Some(p) => parse(p)?,
             None => out[i - 1].clone(),
         };
     }
     Ok(out)
+}
+
+fn parse_rate_process(value: &str) -> Result<RateProcess, String> {
+    match value.trim() {
+        "linear" => Ok(RateProcess::Linear),
+        "poisson" => Ok(RateProcess::Poisson),
+        other => Err(format!(
+            "'{other}' is not a rate process (expected linear or poisson)"
+        )),
+    }
+}
+
+/// Each direction's limit from `rate` (bytes/s, which wins) and `rate_iops`, checked: a mixed
+/// job limits both directions or neither, and a Poisson rate in bytes covers at least one I/O
+/// of the direction's smallest block size per second (fio's "rate lower than supported").
+fn resolve_rates(job: &mut JobSpec, bytes: [u64; 3], iops: [u64; 3]) -> Result<(), WorkloadError> {
+    let key = if job.option_lines.contains_key("rate") {
+        "rate"
+    } else {
+        "rate_iops"
+    };
+    for d in 0..3 {
+        job.rate[d] = match (bytes[d], iops[d]) {
+            (0, 0) => None,
+            (0, n) => Some(RateLimit::Iops(n)),
+            (b, _) => {
+                let min_bs = job.block_size[d].min();
+                if job.rate_process == RateProcess::Poisson && b < min_bs {
+                    return Err(job.option_error(
+                        "rate",
+                        format!(
+                            "{b} bytes/s is less than one {min_bs}-byte I/O per second \
+                             (fio: rate lower than supported)"
+                        ),
+                    ));
+                }
+                Some(RateLimit::Bytes(b))
+            }
+        };
+    }
+    let both_drawn = job.rw.is_mixed() && job.rwmixread > 0 && job.rwmixread < 100;
+    if both_drawn && job.rate[0].is_some() != job.rate[1].is_some() {
+        let (limited, free) = if job.rate[0].is_some() {
+            ("reads", "writes")
+        } else {
+            ("writes", "reads")
+        };
+        return Err(job.option_error(
+            key,
+            format!(
+                "a mixed job limits {limited} but not {free}: give both a rate (fio would run \
+                 the unlimited {free} as fast as the device completes them, which ssdlab's \
+                 request stream, generated ahead of the simulated clock, cannot follow)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn parse_bs(value: &str) -> Result<BlockSize, String> {
