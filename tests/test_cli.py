@@ -462,3 +462,30 @@ def test_normal_output_gives_gc_die_time_and_its_share_of_the_busy_dies(capsys, 
         f"{gc['share_of_die_busy']:.1%} of the dies' busy time"
     ) in out
     assert f"({gc['background_invocations']} in the background)" in out
+
+
+def test_a_fio_rate_paces_the_job_and_the_summary_shows_the_wait_for_a_slot(capsys, tmp_path):
+    """fio's rate_iops runs the job open loop: at the rate while the device keeps up; beyond
+    it, requests wait at the host for a queue slot (slat), which the summary then shows."""
+    slow = tmp_path / "slow.fio"
+    slow.write_text(
+        "[slow]\nrw=randwrite\nbs=4k\nnumber_ios=400\niodepth=16\nrate_iops=2000\n", "utf-8"
+    )
+    write = run_json(capsys, slow)["jobs"][0]["write"]
+    assert write["iops"] == pytest.approx(2000, rel=0.01)
+    assert write["slat_ns"]["mean"] == 0
+    assert "slat (usec)" not in run_summary(capsys, slow)
+
+    fast = tmp_path / "fast.fio"
+    fast.write_text(
+        "[fast]\nrw=randwrite\nbs=4k\nnumber_ios=400\nrate_iops=10000000\n", encoding="utf-8"
+    )
+    write = run_json(capsys, fast)["jobs"][0]["write"]
+    assert write["iops"] < 1_000_000
+    assert write["slat_ns"]["mean"] > 100 * write["clat_ns"]["mean"]
+    assert write["lat_ns"]["mean"] == pytest.approx(
+        write["slat_ns"]["mean"] + write["clat_ns"]["mean"]
+    )
+    out = run_summary(capsys, fast)
+    assert "    slat (usec): min=" in out
+    assert "     lat (usec): min=" in out

@@ -643,11 +643,20 @@ def _format_direction(lines: list[str], direction: str, stats: dict[str, Any]) -
         f"({mib:.1f}MiB/{stats.get('runtime', 0)}ms, {stats.get('total_ios', 0)} ios)"
     )
     clat = stats.get("clat_ns") or {}
-    if clat:
-        lines.append(
-            f"    clat (usec): min={_us(clat.get('min'))}, max={_us(clat.get('max'))}, "
-            f"avg={_us(clat.get('mean'))}, stdev={_us(clat.get('stddev'))}"
-        )
+    slat = stats.get("slat_ns") or {}
+    # Requests of an open-loop run (a trace, or a fio job with a rate) may wait at the host for
+    # a free queue slot: fio's slat, and lat = slat + clat, as fio prints them.
+    waited = (slat.get("mean") or 0) > 0
+    parts = [("slat", slat)] if waited else []
+    parts.append(("clat", clat))
+    if waited:
+        parts.append((" lat", stats.get("lat_ns") or {}))
+    for name, part in parts:
+        if part:
+            lines.append(
+                f"    {name} (usec): min={_us(part.get('min'))}, max={_us(part.get('max'))}, "
+                f"avg={_us(part.get('mean'))}, stdev={_us(part.get('stddev'))}"
+            )
     pct = clat.get("percentile") or {}
     shown = [f"{label}th={_us(pct[key])}" for key, label in PERCENTILES if key in pct]
     if shown:
