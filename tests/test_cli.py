@@ -489,3 +489,13 @@ def test_a_fio_rate_paces_the_job_and_the_summary_shows_the_wait_for_a_slot(caps
     out = run_summary(capsys, fast)
     assert "    slat (usec): min=" in out
     assert "     lat (usec): min=" in out
+
+
+def test_a_fio_think_time_pauses_after_each_io(capsys, tmp_path):
+    """thinktime at QD 1: each read, then the pause; IOPS is one over their sum."""
+    job = tmp_path / "think.fio"
+    job.write_text("[think]\nrw=randread\nbs=4k\nnumber_ios=300\nthinktime=1000\n", "utf-8")
+    read = run_json(capsys, job)["jobs"][0]["read"]
+    per_io_s = read["clat_ns"]["mean"] / 1e9 + 1e-3
+    # 300 reads and the 299 pauses between them.
+    assert read["iops"] == pytest.approx(300 / (300 * per_io_s - 1e-3), rel=1e-3)

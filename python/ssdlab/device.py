@@ -443,8 +443,9 @@ class Device:
     ) -> RunResult:
         """Run every job of a fio job file, one after the other, on this device.
 
-        A job keeps ``iodepth`` requests outstanding (closed loop), or with ``rate``/``rate_iops``
-        issues them at that rate (open loop: ``slat`` is then the wait for a queue slot).
+        A job keeps ``iodepth`` requests outstanding (closed loop, paused by ``thinktime`` if
+        set), or with ``rate``/``rate_iops`` issues them at that rate (open loop: ``slat`` is then
+        the wait for a queue slot).
 
         ``request_log``: a text file to which the per-request log rows are appended as the run
         goes (see :meth:`request_log_header`); the device then holds at most one step's rows.

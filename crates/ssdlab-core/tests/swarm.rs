@@ -237,7 +237,7 @@ fn random_devices_keep_data_and_accounting() {
 
 /// Runs through the event engine and the reservation path alike: every scheduler × FTL (page
 /// map, DFTL) × allocation × suspend × GC step size on random devices and random open- and
-/// closed-loop mixes of reads, writes and trims. Every request completes (none waits forever),
+/// closed-loop mixes of reads, writes and trims (closed loops with think-time pauses too). Every request completes (none waits forever),
 /// the accounting closes (every page an FTL programs, translation pages included, is a program
 /// on a die), the host never takes the GC reserve, and the same seed gives the same JSON.
 #[test]
@@ -318,6 +318,13 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
                                 queue_depth: rng.gen_range(1..=64),
                                 pacing: if open {
                                     Loop::Open { time_scale: 1.0 }
+                                } else if rng.gen_bool(0.3) {
+                                    // Pauses for fio's think time: idle windows between bursts.
+                                    Loop::Think {
+                                        think_ns: rng.gen_range(1_000..3_000_000),
+                                        blocks: rng.gen_range(1..=16),
+                                        count_completions: rng.gen_bool(0.5),
+                                    }
                                 } else {
                                     Loop::Closed
                                 },

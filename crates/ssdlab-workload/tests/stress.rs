@@ -1,11 +1,12 @@
 //! Stress: random device configurations under random fio jobs. Every preset on small
 //! geometries, over-provisioning from 10 % to 40 %, each scheduler, suspend, allocation, DFTL
 //! with little or much of its mapping cached, a write buffer, the host link, GC step sizes, raw
-//! bit errors and copyback; every access pattern, 512 B to 128 KiB, QD 1 to 128, closed loop or
-//! paced by a rate, with and without preconditioning. Each configuration is either refused by validation, naming a key,
-//! or its run completes within a deadline with the FTL's invariants intact: no panic, no hang,
-//! no "device full" on a device with spare space. A failure prints the seed and its settings;
-//! `STRESS_SEED=N` runs that seed alone.
+//! bit errors and copyback; every access pattern, 512 B to 128 KiB, QD 1 to 128, closed loop
+//! (with or without think time) or paced by a rate, with and without preconditioning. Each
+//! configuration is either refused by validation, naming a key, or its run completes within a
+//! deadline with the FTL's invariants intact: no panic, no hang, no "device full" on a device
+//! with spare space. A failure prints the seed and its settings; `STRESS_SEED=N` runs that seed
+//! alone.
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -104,6 +105,7 @@ fn scenario(seed: u64) -> (&'static str, Vec<(String, String)>, String, u32, boo
                 "rate_iops=5000\n",
                 "rate=200m\nrate_process=poisson\n",
                 "rate_iops=200000,20000\nrate_process=poisson\n",
+                "thinktime=300\nthinktime_blocks=4\n",
             ],
         );
     }

@@ -364,9 +364,9 @@ mod fio_limits {
     }
 }
 
-mod fio_rate {
+mod fio_pacing {
     //! `rate`, `rate_iops` and `rate_process`: arrival times as fio spaces its submissions, and
-    //! the core running such a job open loop.
+    //! the core running such a job open loop; `thinktime` and its pauses.
     use super::*;
     use ssdlab_core::{Device, RunSpec};
     use ssdlab_workload::{RateLimit, RateProcess};
@@ -633,6 +633,130 @@ mod fio_rate {
         assert!((iops(&paced_job) / iops(&closed_job) - 1.0).abs() < 0.02);
         assert!((mean(&paced_job, "clat_ns") / mean(&closed_job, "clat_ns") - 1.0).abs() < 0.02);
         assert!(mean(&paced_job, "lat_ns") > 100.0 * mean(&paced_job, "clat_ns"));
+    }
+
+    #[test]
+    fn think_time_options_and_their_errors() {
+        let j = job("[t]\nrw=randread\nthinktime=250\n");
+        assert_eq!((j.thinktime_ns, j.thinktime_blocks), (250_000, 1));
+        assert_eq!(
+            j.pacing(),
+            ssdlab_core::Loop::Think {
+                think_ns: 250_000,
+                blocks: 1,
+                count_completions: true
+            }
+        );
+        let j = job("[t]\nrw=randread\nthinktime=2ms\nthinktime_blocks=8\nthinktime_blocks_type=issue\nthinktime_spin=1ms\n");
+        assert_eq!(
+            j.pacing(),
+            ssdlab_core::Loop::Think {
+                think_ns: 2_000_000,
+                blocks: 8,
+                count_completions: false
+            }
+        );
+        assert_eq!(
+            job("[t]\nrw=read\nthinktime=0\n").pacing(),
+            ssdlab_core::Loop::Closed
+        );
+        let err = |text: &str| parse_job_file(text, "t.fio").unwrap_err().to_string();
+        let e = err("[t]\nrw=read\nthinktime=5\nthinktime_blocks=0\n");
+        assert!(e.contains("t.fio:4") && e.contains("from 1 to"), "{e}");
+        let e = err("[t]\nrw=read\nthinktime=5\nthinktime_blocks_type=later\n");
+        assert!(
+            e.contains("t.fio:4") && e.contains("complete or issue"),
+            "{e}"
+        );
+        let e = err("[t]\nrw=read\nthinktime=5\nthinktime_spin=6\n");
+        assert!(
+            e.contains("t.fio:4") && e.contains("longer than the think time"),
+            "{e}"
+        );
+        let e = err("[t]\nrw=read\nthinktime=5\nrate_iops=10\n");
+        assert!(
+            e.contains("t.fio:3") && e.contains("think time with a rate"),
+            "{e}"
+        );
+        let e = err("[t]\nrw=read\nthinktime=5\nthinktime_iotime=1s\n");
+        assert!(
+            e.contains("t.fio:4") && e.contains("supported: thinktime,"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_think_time_pauses_after_each_io_and_leaves_its_latency_alone() {
+        let read = "[r]\nrw=randread\nbs=4k\nsize=8m\nnumber_ios=200\n";
+        for scheduler in ["priority", "fcfs"] {
+            let mut alone = device(scheduler);
+            run_job(&mut alone, read);
+            let idle = last_durations(&alone, 200);
+            // QD 1 with 1 ms of thinking after each read: the same reads, each on an idle
+            // device, and 200 pauses (the last one too, as fio).
+            let mut thinking = device(scheduler);
+            let start = thinking.now_ns();
+            let job = run_job(&mut thinking, &format!("{read}thinktime=1000\n"));
+            assert_eq!(last_durations(&thinking, 200), idle, "{scheduler}");
+            let busy: u64 = idle.iter().sum();
+            assert_eq!(
+                thinking.now_ns() - start,
+                busy + 200 * 1_000_000,
+                "{scheduler}"
+            );
+            assert_eq!(job["read"]["total_ios"], 200);
+        }
+    }
+
+    #[test]
+    fn a_think_time_with_blocks_waits_for_all_after_each_count() {
+        let read = "[r]\nrw=randread\nbs=4k\nsize=8m\nnumber_ios=40\niodepth=4\n";
+        let mut alone = device("priority");
+        run_job(&mut alone, &read.replace("iodepth=4", "iodepth=1"));
+        let slowest = *last_durations(&alone, 40).iter().max().unwrap();
+        // Counted at issue: 4 issued, all 4 waited for, 10 ms of thinking; 10 pauses. Counted
+        // at completion (fio's default): a full queue reaps one before the count is looked at,
+        // so a pause comes when 4, 8, ... have completed and the wait for all then adds the
+        // others: 1, 2, 3, 4 -> pause -> 7, 8 -> pause -> 11, 12 -> ... 9 pauses in 40 reads.
+        for (kind, pauses) in [("issue", 10), ("complete", 9)] {
+            let mut dev = device("priority");
+            let start = dev.now_ns();
+            let text =
+                format!("{read}thinktime=10ms\nthinktime_blocks=4\nthinktime_blocks_type={kind}\n");
+            run_job(&mut dev, &text);
+            // Reads take well under 10 ms in all: the bounds tell 9 pauses from 10.
+            assert!(40 * slowest < 10_000_000);
+            let thinking = pauses * 10_000_000;
+            let elapsed = dev.now_ns() - start;
+            assert!(elapsed >= thinking, "{kind}: {elapsed} ns");
+            assert!(elapsed < thinking + 40 * slowest, "{kind}: {elapsed} ns");
+        }
+    }
+
+    #[test]
+    fn a_think_time_gives_background_gc_the_idle_time() {
+        let write = "[w]\nrw=randwrite\nbs=4k\nnumber_ios=3000\n";
+        let gc = |think: &str| {
+            let mut dev = device("priority");
+            dev.precondition(ssdlab_core::PreconditionOptions {
+                max_random_passes: 1.0,
+                steady_tolerance: 0.05,
+            })
+            .unwrap();
+            run_job(&mut dev, &format!("{write}{think}"));
+            let gc = &dev.ssd_json()["gc"];
+            (
+                gc["background_invocations"].as_u64().unwrap(),
+                gc["invocations"].as_u64().unwrap(),
+            )
+        };
+        let (busy_bg, busy_all) = gc("");
+        let (idle_bg, idle_all) = gc("thinktime=2ms\n");
+        // A larger part of the collection moves to the pauses.
+        assert!(
+            idle_bg as f64 / idle_all as f64 > busy_bg as f64 / busy_all as f64 + 0.1,
+            "background {idle_bg}/{idle_all} with think time, {busy_bg}/{busy_all} without"
+        );
     }
 
     #[test]

@@ -27,6 +27,17 @@ pub enum Loop {
     Closed,
     /// Issue at arrival times multiplied by `time_scale` (0.5 replays twice as fast).
     Open { time_scale: f64 },
+    /// Closed loop with fio's think time: after each issue, once `blocks` requests are counted
+    /// (issued, or completed with `count_completions`) since the run began and the count is a
+    /// multiple of `blocks`, wait for every outstanding request, then leave the device idle
+    /// for `think_ns` before the next issue. A full queue reaps one completion first, as fio
+    /// does before it checks, so with `count_completions` and a deep queue the first stall
+    /// comes once the queue has filled.
+    Think {
+        think_ns: u64,
+        blocks: u32,
+        count_completions: bool,
+    },
 }
 
 /// A workload to run on a device.
@@ -196,10 +207,16 @@ impl Device {
         if spec.queue_depth == 0 || spec.queue_depth > InFlightSet::MAX_DEPTH {
             return Err(DeviceError::Run("queue depth must be between 1 and 65536"));
         }
-        if let Loop::Open { time_scale } = spec.pacing {
-            if !(time_scale.is_finite() && time_scale > 0.0) {
+        match spec.pacing {
+            Loop::Open { time_scale } if !(time_scale.is_finite() && time_scale > 0.0) => {
                 return Err(DeviceError::Run("time scale must be a positive number"));
             }
+            Loop::Think { blocks: 0, .. } => {
+                return Err(DeviceError::Run(
+                    "think time needs at least one block per stall",
+                ));
+            }
+            _ => {}
         }
         let start = self.now_ns;
         let c = &self.config;
@@ -431,22 +448,18 @@ impl Device {
             match run.pacing {
                 Loop::Closed => {
                     while run.in_flight.len() < run.queue_depth && self.fill_lookahead(run)? {
-                        // Issued where it waits in the lookahead: a request is 72 bytes, and
-                        // copying it out costs more than the borrow.
-                        let now = self.now_ns;
-                        let RunState {
-                            lookahead,
-                            in_flight,
-                            job,
-                            seq,
-                            ..
-                        } = &mut *run;
-                        let req = lookahead.front().expect("a request in the lookahead");
-                        let issued = self.issue((in_flight, job, seq), req, now, now);
-                        lookahead.pop_front();
-                        issued?;
+                        self.issue_front(run)?;
                     }
                     if !self.retire(run)? {
+                        return Ok(());
+                    }
+                }
+                Loop::Think {
+                    think_ns,
+                    blocks,
+                    count_completions,
+                } => {
+                    if !self.think_step(run, think_ns, blocks, count_completions)? {
                         return Ok(());
                     }
                 }
@@ -492,6 +505,63 @@ impl Device {
             }
         }
         Ok(())
+    }
+
+    /// Issue the request at the front of the lookahead now (closed loops). It is issued where
+    /// it waits: a request is 72 bytes, and copying it out costs more than the borrow.
+    #[inline(always)]
+    fn issue_front(&mut self, run: &mut RunState) -> Result<(), DeviceError> {
+        let now = self.now_ns;
+        let RunState {
+            lookahead,
+            in_flight,
+            job,
+            seq,
+            ..
+        } = run;
+        let req = lookahead.front().expect("a request in the lookahead");
+        let issued = self.issue((in_flight, job, seq), req, now, now);
+        lookahead.pop_front();
+        issued
+    }
+
+    /// One step of a closed loop with think time (see [`Loop::Think`]): issue one request
+    /// (reaping one completion first when the queue is full), then stall if the count says so.
+    /// False when the run has nothing left to issue or complete.
+    fn think_step(
+        &mut self,
+        run: &mut RunState,
+        think_ns: u64,
+        blocks: u32,
+        count_completions: bool,
+    ) -> Result<bool, DeviceError> {
+        if run.in_flight.len() >= run.queue_depth {
+            return self.retire(run);
+        }
+        if !self.fill_lookahead(run)? {
+            return self.retire(run);
+        }
+        self.issue_front(run)?;
+        // fio reaps when the queue is full, then looks at its count.
+        if run.in_flight.len() >= run.queue_depth {
+            self.retire(run)?;
+        }
+        let count = if count_completions {
+            run.completed
+        } else {
+            run.seq
+        };
+        if count == 0 || count % blocks as u64 != 0 {
+            return Ok(true);
+        }
+        while self.retire(run)? {}
+        // Idle: the device's own work (background GC) runs in the pause.
+        let until = self.now_ns + think_ns;
+        while let Some(slot) = self.next_completion(run, Some(until))? {
+            self.account(run, slot);
+        }
+        self.now_ns = self.now_ns.max(until);
+        Ok(true)
     }
 
     /// End the run (stopping early if it is not done: outstanding requests are drained) and

@@ -15,7 +15,8 @@
 //! `number_ios`, `iodepth`, `numjobs` (1 only), `rwmixread`/`rwmixwrite`,
 //! `random_distribution`, `norandommap`, `randseed`, `runtime`, `time_based`, `ramp_time`,
 //! `write_hint`, `read_group` (ssdlab's own: the melded-pages read group of every write), `name`,
-//! and the rate limits `rate`, `rate_iops` and `rate_process` (see below).
+//! the rate limits `rate`, `rate_iops` and `rate_process`, and think time `thinktime`,
+//! `thinktime_blocks`, `thinktime_blocks_type`, `thinktime_spin` (see below).
 //! Options that only matter to a real device or to fio's reporting are
 //! accepted and ignored ([`IGNORED_OPTIONS`]); any other option is an error naming it, so that
 //! a job file never silently means something else here than under fio.
@@ -39,6 +40,15 @@
 //! (fio catches up the same way). In a mixed job both directions must be limited: fio lets an
 //! unlimited direction run as fast as the device completes it, which a stream generated ahead of
 //! the device's clock cannot follow, so that is an error.
+//!
+//! **Think time.** `thinktime` (microseconds unless suffixed) stalls the job as fio does: after
+//! an I/O is issued (and, with a full queue, one completion reaped), when the count of
+//! `thinktime_blocks` (default 1) I/Os is reached — counted as they complete
+//! (`thinktime_blocks_type=complete`, fio's default) or as they are issued (`issue`) — every
+//! outstanding I/O is waited for and the device is left idle for `thinktime`. With `iodepth=1`
+//! that is one I/O, then the pause. `thinktime_spin` is the part of the pause fio spends
+//! spinning a CPU: the same idle time for the device. A job cannot have both a think time and a
+//! rate here.
 //!
 //! **Simulated time.** `runtime`, `time_based` and `ramp_time` are exposed on the spec in
 //! nanoseconds of simulated time: the source of a `time_based` job never ends and the core is
@@ -88,6 +98,10 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
     "rate",
     "rate_iops",
     "rate_process",
+    "thinktime",
+    "thinktime_blocks",
+    "thinktime_blocks_type",
+    "thinktime_spin",
 ];
 
 /// fio options accepted and ignored because they do not change the request stream a simulated
@@ -289,6 +303,11 @@ pub struct JobSpec {
     pub rate: [Option<RateLimit>; 3],
     /// `rate_process` (default `linear`).
     pub rate_process: RateProcess,
+    /// `thinktime` in ns (0: none), `thinktime_blocks` and whether they are counted as they
+    /// complete (`thinktime_blocks_type=complete`, the default) or as they are issued.
+    pub thinktime_ns: u64,
+    pub thinktime_blocks: u32,
+    pub thinktime_counts_completions: bool,
     /// Line where each option was last set (for errors raised after parsing).
     pub option_lines: BTreeMap<String, usize>,
 }
@@ -322,6 +341,9 @@ impl JobSpec {
             read_group: None,
             rate: [None; 3],
             rate_process: RateProcess::Linear,
+            thinktime_ns: 0,
+            thinktime_blocks: 1,
+            thinktime_counts_completions: true,
             option_lines: BTreeMap::new(),
         }
     }
@@ -343,10 +365,17 @@ impl JobSpec {
     }
 
     /// How the core should pace this job: open loop at the arrival times a rate limit gives
-    /// (at most `iodepth` outstanding), else closed loop (`iodepth` kept outstanding).
+    /// (at most `iodepth` outstanding), closed loop with pauses for a think time, else closed
+    /// loop (`iodepth` kept outstanding).
     pub fn pacing(&self) -> ssdlab_core::Loop {
         if self.is_rate_limited() {
             ssdlab_core::Loop::Open { time_scale: 1.0 }
+        } else if self.thinktime_ns > 0 {
+            ssdlab_core::Loop::Think {
+                think_ns: self.thinktime_ns,
+                blocks: self.thinktime_blocks,
+                count_completions: self.thinktime_counts_completions,
+            }
         } else {
             ssdlab_core::Loop::Closed
         }
@@ -509,8 +538,10 @@ fn check_known(opt: &RawOption, path: &str) -> Result<(), WorkloadError> {
     }
     let message = if key == "verify" || key == "do_verify" || key.starts_with("verify_") {
         "data verification is not simulated (the simulator stores no data); remove it".to_string()
-    } else if key == "thinktime" || key.starts_with("thinktime_") {
-        "think time is not supported by ssdlab; the core's queue depth sets the pacing".to_string()
+    } else if key.starts_with("thinktime_") {
+        "not supported by ssdlab (supported: thinktime, thinktime_blocks, \
+         thinktime_blocks_type, thinktime_spin)"
+            .to_string()
     } else if key == "include" || key.starts_with("include ") {
         "include files are not supported by ssdlab; inline the options".to_string()
     } else {
@@ -549,6 +580,7 @@ fn build_job(
     // `rate` wins over `rate_iops` per direction, whatever their order (as in fio).
     let mut rate_bytes = [0u64; 3];
     let mut rate_iops = [0u64; 3];
+    let mut thinktime_spin_ns = 0;
     for opt in opts {
         let err = |message: String| WorkloadError::JobOption {
             path: path.to_string(),
@@ -574,6 +606,30 @@ fn build_job(
             "rate" => rate_bytes = per_direction_or(value, parse_size, 0).map_err(err)?,
             "rate_iops" => rate_iops = per_direction_or(value, parse_uint, 0).map_err(err)?,
             "rate_process" => job.rate_process = parse_rate_process(value).map_err(err)?,
+            "thinktime" => job.thinktime_ns = parse_time_ns_in(value, 1_000).map_err(err)?,
+            "thinktime_spin" => thinktime_spin_ns = parse_time_ns_in(value, 1_000).map_err(err)?,
+            "thinktime_blocks" => {
+                job.thinktime_blocks = match parse_uint(value).map_err(err)? {
+                    n @ 1..=0xFFFF_FFFF => n as u32,
+                    _ => {
+                        return Err(err(format!(
+                            "expected a block count from 1 to {}, found '{value}'",
+                            u32::MAX
+                        )))
+                    }
+                }
+            }
+            "thinktime_blocks_type" => {
+                job.thinktime_counts_completions = match value {
+                    "complete" => true,
+                    "issue" => false,
+                    other => {
+                        return Err(err(format!(
+                            "'{other}' is not a thinktime_blocks_type (expected complete or issue)"
+                        )))
+                    }
+                }
+            }
             "blocksize_range" | "bsrange" => {
                 sizes.range = Some(per_direction(value, parse_bsrange).map_err(err)?)
             }
@@ -621,6 +677,23 @@ fn build_job(
         .or(sizes.bs)
         .unwrap_or(job.block_size);
     resolve_rates(&mut job, rate_bytes, rate_iops)?;
+    if thinktime_spin_ns > job.thinktime_ns {
+        return Err(job.option_error(
+            "thinktime_spin",
+            format!(
+                "{} us of spinning is longer than the think time it is part of (thinktime={} us)",
+                thinktime_spin_ns / 1_000,
+                job.thinktime_ns / 1_000
+            ),
+        ));
+    }
+    if job.thinktime_ns > 0 && job.is_rate_limited() {
+        return Err(job.option_error(
+            "thinktime",
+            "a think time with a rate limit is not supported by ssdlab: use one or the other"
+                .to_string(),
+        ));
+    }
     if job.time_based && job.runtime_ns.is_none() {
         return Err(WorkloadError::JobOption {
             path: path.to_string(),
@@ -870,6 +943,12 @@ fn parse_bool(value: &str) -> Result<bool, String> {
 
 /// A duration in ns: seconds by default, or with a `us`/`ms`/`s`/`m`/`h`/`d` suffix.
 pub fn parse_time_ns(value: &str) -> Result<u64, String> {
+    parse_time_ns_in(value, 1_000_000_000)
+}
+
+/// [`parse_time_ns`] with a plain number in units of `ns_per_unit` (fio's think times are
+/// microseconds).
+fn parse_time_ns_in(value: &str, ns_per_unit: u64) -> Result<u64, String> {
     let v = value.trim();
     let digits_end = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
     let (num, suffix) = v.split_at(digits_end);
@@ -879,9 +958,10 @@ pub fn parse_time_ns(value: &str) -> Result<u64, String> {
     }
     let n: u64 = num.parse().map_err(|_| bad())?;
     let ns_per: u64 = match suffix.to_ascii_lowercase().as_str() {
+        "" => ns_per_unit,
         "us" | "usec" => 1_000,
         "ms" | "msec" => 1_000_000,
-        "" | "s" | "sec" => 1_000_000_000,
+        "s" | "sec" => 1_000_000_000,
         "m" | "min" => 60_000_000_000,
         "h" => 3_600_000_000_000,
         "d" => 86_400_000_000_000,
