@@ -443,7 +443,7 @@ impl PageMapFtl {
     /// that copy in the write buffer, as a controller merges writes that hit its buffer: no
     /// slot is taken and nothing is invalidated, a partial write needs no read of old data,
     /// and the page is programmed once, when full. None (and nothing done) otherwise.
-    #[inline]
+    #[inline(always)]
     pub fn merge_in_buffer(&mut self, write: &UnitWrite) -> Option<WriteOutcome> {
         if self.unit_shift == 0 {
             return None; // one unit per page: nothing waits in a filling page

@@ -103,6 +103,7 @@ fn host_read(heads: &Heads) -> Option<usize> {
 }
 
 /// The queue index minimising `key` over the non-empty heads.
+#[inline]
 fn min_head<K: Ord>(heads: &Heads, mut key: impl FnMut(&Candidate) -> K) -> Option<usize> {
     heads
         .iter()
