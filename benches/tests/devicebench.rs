@@ -1,7 +1,7 @@
 //! The device benchmark at a tiny size, so that it cannot rot: it must run every scenario and
 //! show what the full size shows (priority keeps the dies busier than FCFS; an open-loop trace
-//! below saturation is served as it arrives). Its figures are of the simulated device, so they
-//! are the same on any machine.
+//! below saturation is served as it arrives; priority serves fixed loads that FCFS cannot).
+//! Its figures are of the simulated device, so they are the same on any machine.
 
 use std::process::Command;
 
@@ -43,6 +43,20 @@ fn tiny_devicebench_runs_every_scenario_and_shows_the_scheduling_effect() {
         "priority keeps the dies busy: {writes:?}"
     );
     assert_eq!(table(&out, "## 2.").len(), 4);
+    // Fixed loads: priority serves each offered load with nothing waiting at the host; fcfs
+    // falls behind at the highest.
+    let loads = table(&out, "## 4.");
+    assert_eq!(loads.len(), 6, "{loads:?}");
+    let cell = |row: &Vec<String>, i: usize| -> f64 { row[i].parse().expect("a number") };
+    for row in loads.iter().filter(|r| r[1] == "priority") {
+        assert!(
+            cell(row, 4) > 0.97 * cell(row, 3),
+            "served the load: {row:?}"
+        );
+        assert_eq!(cell(row, 10), 0.0, "no host wait below saturation: {row:?}");
+    }
+    let fcfs_top = loads.iter().rfind(|r| r[1] == "fcfs").unwrap();
+    assert!(cell(fcfs_top, 4) < 0.8 * cell(fcfs_top, 3), "{fcfs_top:?}");
     for row in table(&out, "## 3.") {
         let late: f64 = row[2]
             .trim_end_matches(" %")
