@@ -1205,7 +1205,7 @@ mod tests {
             "{e}"
         );
         assert!(err("[j]\nverify=md5\n").contains("verification is not simulated"));
-        assert!(err("[j]\nthinktime=10\n").contains("think time"));
+        assert!(err("[j]\nthinktime_iotime=1s\n").contains("supported: thinktime, "));
         assert!(err("bs=4k\n[j]\n").starts_with("job.fio:1:"));
         assert!(err("[global]\nbs=4k\n").contains("at least one job"));
         assert!(err("[j]\nbs\n").contains("expects a value"));
