@@ -234,7 +234,7 @@ fn main() {
     } else {
         [2_000, 10_000, 20_000]
     };
-    let load_n = if tiny { 60_000 } else { 2_000_000 };
+    let load_n = if tiny { 30_000 } else { 2_000_000 };
     for (sched, suspend) in [("priority", "true"), ("fcfs", "false")] {
         for load in loads {
             let mut cfg = base.to_vec();
