@@ -523,33 +523,33 @@ mod fio_pacing {
         );
     }
 
+    /// Job file `text` (as `p.fio`) is refused with an error that contains each of `needles`.
+    fn refused(text: &str, needles: &[&str]) {
+        let e = parse_job_file(text, "p.fio").unwrap_err().to_string();
+        for needle in needles {
+            assert!(e.contains(needle), "{needle:?} not in: {e}");
+        }
+    }
+
     #[test]
     fn bad_rate_options_name_the_key_and_line() {
-        let err = |text: &str| parse_job_file(text, "r.fio").unwrap_err().to_string();
-        let e = err("[r]\nrw=read\nrate_process=bursty\n");
-        assert!(e.contains("r.fio:3") && e.contains("rate_process"), "{e}");
-        assert!(e.contains("linear or poisson"), "{e}");
-        let e = err("[r]\nrw=read\nrate_iops=fast\n");
-        assert!(e.contains("r.fio:3") && e.contains("rate_iops"), "{e}");
-        let e = err("[r]\nrw=read\nrate=1m,2m,3m,4m\n");
-        assert!(e.contains("at most 3"), "{e}");
+        let process = "[r]\nrw=read\nrate_process=bursty\n";
+        refused(process, &["p.fio:3", "rate_process", "linear or poisson"]);
+        refused("[r]\nrw=read\nrate_iops=fast\n", &["p.fio:3", "rate_iops"]);
+        refused("[r]\nrw=read\nrate=1m,2m,3m,4m\n", &["at most 3"]);
         // A mixed job with one unlimited direction: fio's behaviour cannot be followed.
-        let e = err("[r]\nrw=randrw\nrate_iops=,500\n");
-        assert!(e.contains("r.fio:3") && e.contains("rate_iops"), "{e}");
-        assert!(e.contains("limits writes but not reads"), "{e}");
-        let e = err("[global]\nrate=1m,\n[r]\nrw=rw\n");
-        assert!(
-            e.contains("r.fio:2") && e.contains("limits reads but not writes"),
-            "{e}"
+        let writes_only = "[r]\nrw=randrw\nrate_iops=,500\n";
+        refused(
+            writes_only,
+            &["p.fio:3", "rate_iops", "limits writes but not reads"],
         );
+        let reads_only = "[global]\nrate=1m,\n[r]\nrw=rw\n";
+        refused(reads_only, &["p.fio:2", "limits reads but not writes"]);
         // ... unless the mix draws one direction only.
         assert!(job("[r]\nrw=randrw\nrwmixread=0\nrate_iops=,500\n").is_rate_limited());
         // Poisson needs at least one I/O of the smallest size per second.
-        let e = err("[r]\nrw=read\nbs=8k\nrate=4k\nrate_process=poisson\n");
-        assert!(
-            e.contains("r.fio:4") && e.contains("less than one 8192-byte I/O"),
-            "{e}"
-        );
+        let slow = "[r]\nrw=read\nbs=8k\nrate=4k\nrate_process=poisson\n";
+        refused(slow, &["p.fio:4", "less than one 8192-byte I/O"]);
         assert!(job("[r]\nrw=read\nbs=8k\nrate=4k\n").is_rate_limited());
     }
 
@@ -585,6 +585,32 @@ mod fio_pacing {
         .unwrap()
     }
 
+    /// A job run beside the same reads at QD 1 on an idle device.
+    struct BesideIdle {
+        /// Latencies of the `n` reads alone (closed loop, QD 1).
+        idle: Vec<u64>,
+        /// Latencies of the same reads with the extra options, and that run's simulated time.
+        latencies: Vec<u64>,
+        elapsed_ns: u64,
+        job: serde_json::Value,
+    }
+
+    /// Run job `read` (`n` reads, QD 1) on one fresh device and, with `extra` options added,
+    /// on another.
+    fn beside_idle(scheduler: &str, read: &str, extra: &str, n: usize) -> BesideIdle {
+        let mut alone = device(scheduler);
+        run_job(&mut alone, read);
+        let mut other = device(scheduler);
+        let start = other.now_ns();
+        let job = run_job(&mut other, &format!("{read}{extra}"));
+        BesideIdle {
+            idle: last_durations(&alone, n),
+            latencies: last_durations(&other, n),
+            elapsed_ns: other.now_ns() - start,
+            job,
+        }
+    }
+
     /// Latencies of the last `n` requests of the device's log.
     fn last_durations(dev: &Device, n: usize) -> Vec<u64> {
         let log = dev.request_log().unwrap();
@@ -596,21 +622,12 @@ mod fio_pacing {
         let read = "[r]\nrw=randread\nbs=4k\nsize=8m\nnumber_ios=300\n";
         // The event engine and the reservation path alike.
         for scheduler in ["priority", "fcfs"] {
-            // Closed loop at QD 1: each read alone on an idle device.
-            let mut alone = device(scheduler);
-            run_job(&mut alone, read);
-            let idle = last_durations(&alone, 300);
             // One read per millisecond, up to 32 outstanding: never two at once, the same reads.
-            let mut paced = device(scheduler);
-            let start = paced.now_ns();
-            let job = run_job(&mut paced, &format!("{read}iodepth=32\nrate_iops=1000\n"));
-            assert_eq!(last_durations(&paced, 300), idle, "{scheduler}");
+            let run = beside_idle(scheduler, read, "iodepth=32\nrate_iops=1000\n", 300);
+            assert_eq!(run.latencies, run.idle, "{scheduler}");
             // The run ends with the last read, which arrived at 299 ms.
-            assert_eq!(
-                paced.now_ns() - start,
-                299_000_000 + idle[299],
-                "{scheduler}"
-            );
+            assert_eq!(run.elapsed_ns, 299_000_000 + run.idle[299], "{scheduler}");
+            let job = run.job;
             let iops = job["read"]["iops"].as_f64().unwrap();
             assert!(
                 (iops / 1000.0 - 1.0).abs() < 0.01,
@@ -660,51 +677,32 @@ mod fio_pacing {
             job("[t]\nrw=read\nthinktime=0\n").pacing(),
             ssdlab_core::Loop::Closed
         );
-        let err = |text: &str| parse_job_file(text, "t.fio").unwrap_err().to_string();
-        let e = err("[t]\nrw=read\nthinktime=5\nthinktime_blocks=0\n");
-        assert!(e.contains("t.fio:4") && e.contains("from 1 to"), "{e}");
-        let e = err("[t]\nrw=read\nthinktime=5\nthinktime_blocks_type=later\n");
-        assert!(
-            e.contains("t.fio:4") && e.contains("complete or issue"),
-            "{e}"
+        let think = "[t]\nrw=read\nthinktime=5\n";
+        refused(
+            &format!("{think}thinktime_blocks=0\n"),
+            &["p.fio:4", "from 1 to"],
         );
-        let e = err("[t]\nrw=read\nthinktime=5\nthinktime_spin=6\n");
-        assert!(
-            e.contains("t.fio:4") && e.contains("longer than the think time"),
-            "{e}"
-        );
-        let e = err("[t]\nrw=read\nthinktime=5\nrate_iops=10\n");
-        assert!(
-            e.contains("t.fio:3") && e.contains("think time with a rate"),
-            "{e}"
-        );
-        let e = err("[t]\nrw=read\nthinktime=5\nthinktime_iotime=1s\n");
-        assert!(
-            e.contains("t.fio:4") && e.contains("supported: thinktime,"),
-            "{e}"
-        );
+        let kind = format!("{think}thinktime_blocks_type=later\n");
+        refused(&kind, &["p.fio:4", "complete or issue"]);
+        let spin = format!("{think}thinktime_spin=6\n");
+        refused(&spin, &["p.fio:4", "longer than the think time"]);
+        let rate = format!("{think}rate_iops=10\n");
+        refused(&rate, &["p.fio:3", "think time with a rate"]);
+        let iotime = format!("{think}thinktime_iotime=1s\n");
+        refused(&iotime, &["p.fio:4", "supported: thinktime,"]);
     }
 
     #[test]
     fn a_think_time_pauses_after_each_io_and_leaves_its_latency_alone() {
         let read = "[r]\nrw=randread\nbs=4k\nsize=8m\nnumber_ios=200\n";
         for scheduler in ["priority", "fcfs"] {
-            let mut alone = device(scheduler);
-            run_job(&mut alone, read);
-            let idle = last_durations(&alone, 200);
             // QD 1 with 1 ms of thinking after each read: the same reads, each on an idle
             // device, and 200 pauses (the last one too, as fio).
-            let mut thinking = device(scheduler);
-            let start = thinking.now_ns();
-            let job = run_job(&mut thinking, &format!("{read}thinktime=1000\n"));
-            assert_eq!(last_durations(&thinking, 200), idle, "{scheduler}");
-            let busy: u64 = idle.iter().sum();
-            assert_eq!(
-                thinking.now_ns() - start,
-                busy + 200 * 1_000_000,
-                "{scheduler}"
-            );
-            assert_eq!(job["read"]["total_ios"], 200);
+            let run = beside_idle(scheduler, read, "thinktime=1000\n", 200);
+            assert_eq!(run.latencies, run.idle, "{scheduler}");
+            let busy: u64 = run.idle.iter().sum();
+            assert_eq!(run.elapsed_ns, busy + 200 * 1_000_000, "{scheduler}");
+            assert_eq!(run.job["read"]["total_ios"], 200);
         }
     }
 
