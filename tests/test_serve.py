@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -320,6 +321,8 @@ def test_cli_prints_the_normal_summary_at_shutdown(short_dir: Path, clock: str) 
     if clock == "realtime":
         assert "compensation)" in out
         assert "deadline misses=" in out
+        # Two gaps: before the read and before the disconnect.
+        assert re.search(r"client gaps \(reply to next request\): p25=[0-9.]+us, p50=", out), out
 
 
 def test_hostnames_resolve_for_bind() -> None:

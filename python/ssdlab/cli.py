@@ -915,6 +915,14 @@ def format_emulator(emu: dict[str, Any]) -> str:
             f"  replies sent {compensation['mean_ns'] / 1e3:.1f}us early on average "
             f"({compensation['mode']} compensation)"
         )
+        gaps = emu["client_gaps_ns"]
+        if gaps["N"]:
+            # The compensation follows the lower quartile; a median far above it means client
+            # latencies exceed the model's by about the difference (a host slow to wake them).
+            lines.append(
+                f"  client gaps (reply to next request): p25={_us(gaps['p25'])}us, "
+                f"p50={_us(gaps['p50'])}us, p99={_us(gaps['p99'])}us"
+            )
         lines.append(
             f"  deadline misses={misses['count']} (> {misses['threshold_ns'] / 1e3:g}us late; "
             f"lateness avg={_us(late['mean'])}us, p99={_us(late['p99'])}us, "

@@ -530,7 +530,10 @@ impl<'a, T: Transport> Session<'a, T> {
                 }
             };
             let received = Instant::now();
-            self.clock.request_arrived(received);
+            if let Some(gap) = self.clock.request_arrived(received) {
+                self.counters.time_replies();
+                self.counters.client_gaps.record(gap);
+            }
             if header.command == Command::Write && header.length > MAX_PAYLOAD {
                 // The payload cannot be buffered; answer, then close.
                 self.reply_error(header.cookie, EINVAL);

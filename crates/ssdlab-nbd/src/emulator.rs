@@ -61,6 +61,12 @@ pub struct EmulatorCounters {
     pub lateness: LatencyStats,
     /// Wall time from receiving a request to sending its reply, in ns.
     pub served: LatencyStats,
+    /// Real time: each gap between a reply that left its connection idle and the client's
+    /// next request (reply delivery, the client's processing or thinking, request delivery),
+    /// in ns. The compensation is the running lower quartile of those under 2 ms, so how far
+    /// the median lies above it bounds how far a client's median latency can exceed the
+    /// model's on this host: the figure that tells a slow host from a wrong model.
+    pub client_gaps: LatencyStats,
     /// Real time: compensation applied to replies (sum, in ns, and count).
     pub compensation_sum_ns: u64,
     pub compensated_replies: u64,
@@ -92,6 +98,7 @@ impl EmulatorCounters {
             deadline_misses: 0,
             lateness: LatencyStats::new(false),
             served: LatencyStats::new(false),
+            client_gaps: LatencyStats::new(false),
             compensation_sum_ns: 0,
             compensated_replies: 0,
             backpressure_waits: 0,
@@ -105,6 +112,7 @@ impl EmulatorCounters {
             debug_assert_eq!(self.lateness.n, 0);
             self.lateness = LatencyStats::new(true);
             self.served = LatencyStats::new(true);
+            self.client_gaps = LatencyStats::new(true);
         }
     }
 
@@ -116,6 +124,7 @@ impl EmulatorCounters {
         self.deadline_misses += other.deadline_misses;
         self.lateness.merge(&other.lateness);
         self.served.merge(&other.served);
+        self.client_gaps.merge(&other.client_gaps);
         self.compensation_sum_ns += other.compensation_sum_ns;
         self.compensated_replies += other.compensated_replies;
         self.backpressure_waits += other.backpressure_waits;

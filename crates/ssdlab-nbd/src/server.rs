@@ -824,6 +824,10 @@ fn emulator_json(
             "p99.9": s.percentile(99.9),
         })
     };
+    // The compensation is the gaps' running lower quartile: p50 - p25 is how far a client's
+    // median transport exceeds it.
+    let mut client_gaps = timing(&c.client_gaps);
+    client_gaps["p25"] = json!(c.client_gaps.percentile(25.0));
     json!({
         "clock": emu.clock.name(),
         "compensation": {
@@ -847,6 +851,7 @@ fn emulator_json(
             "lateness_ns": timing(&c.lateness),
         },
         "served_latency_ns": timing(&c.served),
+        "client_gaps_ns": client_gaps,
         "backpressure_waits": c.backpressure_waits,
         "peak_connection_buffered_bytes": c.peak_buffered_bytes,
         "peak_buffered_bytes": emu.peak_buffered_bytes.load(Ordering::Relaxed),

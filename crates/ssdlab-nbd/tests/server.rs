@@ -406,6 +406,31 @@ fn realtime_replies_wait_for_the_modelled_completion_and_may_overtake() {
 }
 
 #[test]
+fn realtime_summary_reports_client_gaps_and_only_short_ones_set_the_compensation() {
+    let server = start("gaps", "realtime", |_| {});
+    let mut c = Client::connect(&server.socket);
+    assert_eq!(c.write(0, &pattern(1, 4096)), 0);
+    // A client thinking for 10 ms: a gap in the summary, but no transport sample.
+    std::thread::sleep(Duration::from_millis(10));
+    assert_eq!(c.write(4096, &pattern(2, 4096)), 0);
+    assert_eq!(c.write(8192, &pattern(3, 4096)), 0);
+    assert_eq!(c.write(12288, &pattern(4, 4096)), 0);
+    c.disconnect();
+    let summary = server.finish();
+    let gaps = &summary["emulator"]["client_gaps_ns"];
+    // One gap before each request but the first, the disconnect request included.
+    assert_eq!(gaps["N"], 4, "{gaps}");
+    assert!(gaps["max"].as_u64().unwrap() >= 10_000_000, "{gaps}");
+    assert!(gaps["p25"].as_u64().unwrap() <= gaps["p50"].as_u64().unwrap());
+    // Only the two short gaps (under 2 ms each) feed the estimate; had the 10 ms one, the
+    // second write alone would have been sent 10 ms early.
+    let compensation = &summary["emulator"]["compensation"];
+    assert_eq!(compensation["mode"], "auto");
+    let applied_ns = compensation["mean_ns"].as_f64().unwrap() * 4.0;
+    assert!(applied_ns <= 4e6, "{compensation}");
+}
+
+#[test]
 fn virtual_clock_is_deterministic_and_reports_simulated_time() {
     let deterministic = || {
         let server = start("determinism2", "virtual", |_| {});

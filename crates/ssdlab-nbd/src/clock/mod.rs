@@ -54,22 +54,21 @@ impl ConnectionClock {
     }
 
     /// A request arrived at `at`: if the connection was idle, the gap since its last reply is
-    /// one sample of the client's round-trip overhead.
-    pub fn request_arrived(&mut self, at: Instant) {
-        let Some(since) = self.idle_since.take() else {
-            return;
-        };
+    /// returned (in ns), and if short it is one sample of the client's round-trip overhead.
+    pub fn request_arrived(&mut self, at: Instant) -> Option<u64> {
+        let since = self.idle_since.take()?;
         let gap = at.saturating_duration_since(since);
+        let gap_ns = gap.as_nanos() as u64;
         if gap > MAX_OVERHEAD_GAP {
-            return;
+            return Some(gap_ns);
         }
-        let gap = gap.as_nanos() as u64;
         // A stochastic-approximation quantile: step towards each sample, never past it.
         self.overhead_estimate_ns = Some(match self.overhead_estimate_ns {
-            None => gap,
-            Some(old) if gap > old => old + OVERHEAD_STEP_UP_NS.min(gap - old),
-            Some(old) => old - OVERHEAD_STEP_DOWN_NS.min(old - gap),
+            None => gap_ns,
+            Some(old) if gap_ns > old => old + OVERHEAD_STEP_UP_NS.min(gap_ns - old),
+            Some(old) => old - OVERHEAD_STEP_DOWN_NS.min(old - gap_ns),
         });
+        Some(gap_ns)
     }
 }
 
