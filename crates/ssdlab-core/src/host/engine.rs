@@ -1126,7 +1126,10 @@ impl Device {
     }
 
     /// Process events until the earliest completion is final, and return it; with `limit`,
-    /// only a completion at or before it (events after it stay queued).
+    /// only a completion at or before it (events after it stay queued). Inlined in both of
+    /// its callers (one job's loop and a group's), as it was when it had one: called, it
+    /// costs one job's loop 2 % more instructions.
+    #[inline(always)]
     pub(crate) fn engine_next_completion(
         &mut self,
         limit: Option<u64>,

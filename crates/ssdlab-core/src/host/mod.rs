@@ -232,7 +232,7 @@ pub struct Device {
     sea: SeaReceived,
     /// The wordline-aware scheduler of read-group writes (TLC only).
     read_groups: Option<ReadGroupPlacer>,
-    run: Option<Box<run::RunState>>,
+    run: Option<Box<run::Run>>,
     /// The event engine of a run whose scheduling is not plain FCFS reservation.
     engine: Option<Box<engine::Engine>>,
     /// The flash's state once a native host owns it (`Device::native`).

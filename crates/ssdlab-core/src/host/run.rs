@@ -12,7 +12,7 @@ use super::{Device, DeviceError};
 use crate::request::{HostRequest, Op, RequestSource};
 use crate::stats::{job_json, JobStats};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 /// Requests pulled from the source ahead of issue, so that their mapping entries can be
 /// prefetched (stage 1 on entry, stage 2 at the middle of the window). Public for the speed
@@ -172,6 +172,27 @@ impl InFlightSet {
     }
 }
 
+/// A run in progress: one job, or jobs side by side (see [`Device::start_group`]).
+// One per device, boxed there; boxing the one-job variant too would put another indirection
+// in front of the hot loop's state.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Run {
+    One(RunState),
+    Group(GroupRun),
+}
+
+/// Jobs that run side by side, as fio runs the jobs of one group: each with its own source,
+/// queue depth, pacing, runtime and statistics, on one device and one clock. Each job's slots
+/// take their own range of the engine's request slots (from its `slot_base`).
+pub(crate) struct GroupRun {
+    jobs: Vec<RunState>,
+    /// Log rows of completed requests waiting for earlier ones, and the next request number.
+    log_reorder: std::collections::BTreeMap<u64, crate::stats::RequestLogRow>,
+    log_next: u64,
+    completed: u64,
+    total: Option<u64>,
+}
+
 pub(crate) struct RunState {
     /// Log rows of completed requests waiting for earlier requests (engine path), and the
     /// request number the log expects next.
@@ -195,6 +216,43 @@ pub(crate) struct RunState {
     first_arrival: Option<u64>,
     total: Option<u64>,
     job: JobStats,
+    /// The first engine slot of this job's requests (0 unless it runs beside others).
+    slot_base: u32,
+    /// The job runs beside others: its last issue does not end the device's run.
+    in_group: bool,
+}
+
+impl RunState {
+    fn is_done(&self) -> bool {
+        self.exhausted && self.in_flight.is_empty() && self.pending.is_none()
+    }
+
+    /// Where [`Device::issue`] records a request of this job.
+    fn issue_target(&mut self) -> (&mut InFlightSet, &mut JobStats, &mut u64, u32) {
+        (
+            &mut self.in_flight,
+            &mut self.job,
+            &mut self.seq,
+            self.slot_base,
+        )
+    }
+}
+
+/// Push `row` to the request log in request order: completions leave out of order, so rows
+/// wait in `reorder` (at most those of requests still in flight) until `next` is theirs.
+fn log_in_order(
+    log: &mut Vec<crate::stats::RequestLogRow>,
+    (reorder, next): (&mut BTreeMap<u64, crate::stats::RequestLogRow>, &mut u64),
+    row: crate::stats::RequestLogRow,
+) {
+    reorder.insert(row.request, row);
+    while let Some(entry) = reorder.first_entry() {
+        if *entry.key() != *next {
+            break;
+        }
+        log.push(entry.remove());
+        *next += 1;
+    }
 }
 
 impl Device {
@@ -226,7 +284,7 @@ impl Device {
             self.ftl.defer_erases(true);
         }
         let log_next = self.requests_seen + 1;
-        self.run = Some(Box::new(RunState {
+        self.run = Some(Box::new(Run::One(RunState {
             log_reorder: Default::default(),
             log_next,
             total: spec.source.len_hint(),
@@ -246,7 +304,62 @@ impl Device {
             start_ns: start,
             first_arrival: None,
             job: JobStats::new(&spec.name),
-        }));
+            slot_base: 0,
+            in_group: false,
+        })));
+        Ok(())
+    }
+
+    /// Begin jobs that run side by side, as fio runs the jobs of a group: each keeps its own
+    /// queue depth (closed loop) or arrival times (open loop), runtime, ramp and statistics,
+    /// and they share the device and its clock. Drive it with [`Device::step`] and end it with
+    /// [`Device::finish_group`]. One job is an ordinary run. Think-time jobs run alone.
+    pub fn start_group(&mut self, mut specs: Vec<RunSpec>) -> Result<(), DeviceError> {
+        if specs.len() <= 1 {
+            let spec = specs.pop().ok_or(DeviceError::Run("a group needs a job"))?;
+            return self.start_run(spec);
+        }
+        if self.run.is_some() {
+            return Err(DeviceError::Run("a run is already in progress"));
+        }
+        let depth: u64 = specs.iter().map(|s| s.queue_depth as u64).sum();
+        if depth > InFlightSet::MAX_DEPTH as u64 {
+            return Err(DeviceError::Run(
+                "the queue depths of jobs side by side must add up to at most 65536",
+            ));
+        }
+        if specs.iter().any(|s| matches!(s.pacing, Loop::Think { .. })) {
+            return Err(DeviceError::Run(
+                "a job with a think time runs alone, not beside other jobs",
+            ));
+        }
+        let mut jobs = Vec::with_capacity(specs.len());
+        let mut slot_base = 0;
+        let mut total = Some(0u64);
+        for spec in specs {
+            let depth = spec.queue_depth;
+            if let Err(e) = self.start_run(spec) {
+                self.engine = None;
+                self.ftl.defer_erases(false);
+                return Err(e);
+            }
+            let Some(Run::One(mut job)) = self.run.take().map(|r| *r) else {
+                unreachable!("start_run starts one job");
+            };
+            job.slot_base = slot_base;
+            job.in_group = true;
+            slot_base += depth;
+            total = total.zip(job.total).map(|(a, b)| a + b);
+            jobs.push(job);
+        }
+        let log_next = jobs[0].log_next;
+        self.run = Some(Box::new(Run::Group(GroupRun {
+            jobs,
+            log_reorder: Default::default(),
+            log_next,
+            completed: 0,
+            total,
+        })));
         Ok(())
     }
 
@@ -256,14 +369,35 @@ impl Device {
             .run
             .take()
             .ok_or(DeviceError::Run("no run in progress"))?;
-        let result = self.step_run(&mut run, max_completions);
-        let progress = Progress {
-            done: run.exhausted && run.in_flight.is_empty() && run.pending.is_none(),
-            completed: run.completed,
-            total: run.total,
+        let (result, progress) = match &mut *run {
+            Run::One(one) => {
+                let result = self.step_run(one, max_completions);
+                let progress = Progress {
+                    done: one.is_done(),
+                    completed: one.completed,
+                    total: one.total,
+                };
+                (result, progress)
+            }
+            Run::Group(group) => {
+                let result = self.step_group(group, max_completions);
+                let progress = Progress {
+                    done: group.jobs.iter().all(RunState::is_done),
+                    completed: group.completed,
+                    total: group.total,
+                };
+                (result, progress)
+            }
         };
         self.run = Some(run);
         result.map(|_| progress)
+    }
+
+    /// `run` has issued its last request: the device's run has, unless others run beside it.
+    fn issued_last(&mut self, run: &RunState) {
+        if !run.in_group {
+            self.engine_source_done();
+        }
     }
 
     /// The next request to issue, taken from the source.
@@ -283,7 +417,7 @@ impl Device {
         }
         if run.stop_issuing_ns.is_some_and(|stop| self.now_ns >= stop) {
             run.exhausted = true;
-            self.engine_source_done();
+            self.issued_last(run);
             return Ok(false);
         }
         while !run.source_done && run.lookahead.len() < LOOKAHEAD {
@@ -306,7 +440,7 @@ impl Device {
             return Ok(true);
         }
         run.exhausted = true;
-        self.engine_source_done();
+        self.issued_last(run);
         match run.source_error.take() {
             Some(e) => Err(DeviceError::Source(e)),
             None => Ok(false),
@@ -316,7 +450,7 @@ impl Device {
     /// Issue `req` (the run's `seq`-th request, counted from 0) into `in_flight`.
     fn issue(
         &mut self,
-        (in_flight, job, seq): (&mut InFlightSet, &mut JobStats, &mut u64),
+        (in_flight, job, seq, slot_base): (&mut InFlightSet, &mut JobStats, &mut u64, u32),
         req: &HostRequest,
         arrival_ns: u64,
         issue_ns: u64,
@@ -328,7 +462,7 @@ impl Device {
         if self.engine.is_some() {
             let slot = in_flight.insert(arrival_ns, issue_ns, req.op, req.length);
             self.engine_set_now(issue_ns);
-            if let Err(e) = self.engine_submit(req, issue_ns, slot as u32) {
+            if let Err(e) = self.engine_submit(req, issue_ns, slot_base + slot as u32) {
                 return Err(in_run(e));
             }
         } else {
@@ -373,26 +507,153 @@ impl Device {
             }
             return Ok(None);
         };
-        let slot = run.in_flight.take(c.slot as u16);
-        run.in_flight
-            .set_outcome(slot, c.complete_ns, c.queue_ns, c.uncorrectable);
+        let reorder = (&mut run.log_reorder, &mut run.log_next);
+        let slot = self.engine_completed(&mut run.in_flight, c.slot as u16, &c, reorder);
+        Ok(Some(slot))
+    }
+
+    /// Record the engine's completion `c` of the request in `slot` of `in_flight`, and push its
+    /// log row (when the log is kept) in request order. Returns the slot.
+    #[inline(always)]
+    fn engine_completed(
+        &mut self,
+        in_flight: &mut InFlightSet,
+        slot: u16,
+        c: &super::engine::EngineCompletion,
+        reorder: (&mut BTreeMap<u64, crate::stats::RequestLogRow>, &mut u64),
+    ) -> u16 {
+        let slot = in_flight.take(slot);
+        in_flight.set_outcome(slot, c.complete_ns, c.queue_ns, c.uncorrectable);
         let row = match self.request_log {
-            Some(_) => self.engine_take_log_row(&c),
+            Some(_) => self.engine_take_log_row(c),
             None => None,
         };
         if let (Some(log), Some(row)) = (&mut self.request_log, row) {
-            // Completions leave out of order; the log keeps request order, holding at most
-            // the rows of requests still in flight.
-            run.log_reorder.insert(row.request, row);
-            while let Some(entry) = run.log_reorder.first_entry() {
-                if *entry.key() != run.log_next {
-                    break;
+            log_in_order(log, reorder, row);
+        }
+        slot
+    }
+
+    /// The next completion among the jobs of `group` (with `limit`, only one at or before
+    /// it): the job's index and the request's slot in it, its record complete.
+    fn group_next_completion(
+        &mut self,
+        group: &mut GroupRun,
+        limit: Option<u64>,
+    ) -> Result<Option<(usize, u16)>, DeviceError> {
+        let idle = group.jobs.iter().all(|run| run.in_flight.is_empty());
+        if idle && (self.engine.is_none() || limit.is_none()) {
+            return Ok(None);
+        }
+        if self.engine.is_none() {
+            // The earliest of the jobs' heaps; a tie goes to the job given first.
+            let earliest = group
+                .jobs
+                .iter()
+                .enumerate()
+                .filter_map(|(j, run)| run.in_flight.earliest_ns().map(|t| (t, j)))
+                .min();
+            let Some((complete_ns, j)) = earliest else {
+                return Ok(None);
+            };
+            if limit.is_some_and(|l| complete_ns > l) {
+                return Ok(None);
+            }
+            return Ok(group.jobs[j].in_flight.pop().map(|slot| (j, slot)));
+        }
+        let Some(c) = self.engine_next_completion(limit)? else {
+            if limit.is_none() {
+                return Err(DeviceError::Run(
+                    "event engine stalled with requests in flight",
+                ));
+            }
+            return Ok(None);
+        };
+        // Slot ranges ascend with the job index.
+        let j = group
+            .jobs
+            .iter()
+            .rposition(|run| run.slot_base <= c.slot)
+            .expect("the first job's slots start at 0");
+        let run = &mut group.jobs[j];
+        let local = (c.slot - run.slot_base) as u16;
+        let reorder = (&mut group.log_reorder, &mut group.log_next);
+        let slot = self.engine_completed(&mut run.in_flight, local, &c, reorder);
+        Ok(Some((j, slot)))
+    }
+
+    /// [`Device::step_run`] of jobs side by side. At each instant closed-loop jobs first fill
+    /// their queues; then the next thing to happen is the earliest completion or the earliest
+    /// arrival of an open-loop job with a free slot, a completion winning a tie (as in one
+    /// job's loops).
+    fn step_group(
+        &mut self,
+        group: &mut GroupRun,
+        max_completions: u64,
+    ) -> Result<(), DeviceError> {
+        let target = group.completed + max_completions;
+        while group.completed < target {
+            for run in &mut group.jobs {
+                if run.pacing != Loop::Closed {
+                    continue;
                 }
-                log.push(entry.remove());
-                run.log_next += 1;
+                while run.in_flight.len() < run.queue_depth && self.fill_lookahead(run)? {
+                    let now = self.now_ns;
+                    let req = run
+                        .lookahead
+                        .pop_front()
+                        .expect("a request in the lookahead");
+                    self.issue(run.issue_target(), &req, now, now)?;
+                }
+            }
+            let mut next_arrival: Option<(u64, usize)> = None;
+            for (j, run) in group.jobs.iter_mut().enumerate() {
+                let Loop::Open { time_scale } = run.pacing else {
+                    continue;
+                };
+                if run.in_flight.len() >= run.queue_depth {
+                    continue;
+                }
+                if run.pending.is_none() {
+                    run.pending = self.next_from_source(run)?;
+                }
+                let Some(req) = &run.pending else {
+                    continue;
+                };
+                let raw = req.arrival_ns.unwrap_or(0);
+                let first = *run.first_arrival.get_or_insert(raw);
+                let arrival =
+                    run.start_ns + ((raw.saturating_sub(first)) as f64 * time_scale).round() as u64;
+                if run.stop_issuing_ns.is_some_and(|stop| arrival >= stop) {
+                    run.pending = None;
+                    run.exhausted = true;
+                    continue;
+                }
+                if next_arrival.is_none_or(|(t, _)| arrival < t) {
+                    next_arrival = Some((arrival, j));
+                }
+            }
+            if group.jobs.iter().all(|run| run.exhausted) {
+                self.engine_source_done();
+            }
+            match self.group_next_completion(group, next_arrival.map(|(t, _)| t))? {
+                Some((j, slot)) => {
+                    self.account(&mut group.jobs[j], slot);
+                    group.completed += 1;
+                }
+                None => {
+                    let Some((arrival, j)) = next_arrival else {
+                        return Ok(()); // nothing in flight and nothing to issue
+                    };
+                    let run = &mut group.jobs[j];
+                    let req = run.pending.take().expect("the arrival's request");
+                    let issue = arrival.max(self.now_ns);
+                    self.now_ns = issue;
+                    self.issue(run.issue_target(), &req, arrival, issue)?;
+                }
             }
         }
-        Ok(Some(slot))
+        Ok(())
     }
 
     fn retire(&mut self, run: &mut RunState) -> Result<bool, DeviceError> {
@@ -456,10 +717,11 @@ impl Device {
                             in_flight,
                             job,
                             seq,
+                            slot_base,
                             ..
                         } = &mut *run;
                         let req = lookahead.front().expect("a request in the lookahead");
-                        let issued = self.issue((in_flight, job, seq), req, now, now);
+                        let issued = self.issue((in_flight, job, seq, *slot_base), req, now, now);
                         lookahead.pop_front();
                         issued?;
                     }
@@ -492,7 +754,7 @@ impl Device {
                         // It arrives after the runtime: the run issues nothing more.
                         run.pending = None;
                         run.exhausted = true;
-                        self.engine_source_done();
+                        self.issued_last(run);
                         continue;
                     }
                     // Completions before the arrival go first (at the same instant too: a
@@ -508,8 +770,7 @@ impl Device {
                     run.pending = None;
                     let issue = arrival.max(self.now_ns);
                     self.now_ns = issue;
-                    let target = (&mut run.in_flight, &mut run.job, &mut run.seq);
-                    self.issue(target, &req, arrival, issue)?;
+                    self.issue(run.issue_target(), &req, arrival, issue)?;
                 }
             }
         }
@@ -552,12 +813,7 @@ impl Device {
             return self.retire(run);
         };
         let now = self.now_ns;
-        self.issue(
-            (&mut run.in_flight, &mut run.job, &mut run.seq),
-            &req,
-            now,
-            now,
-        )?;
+        self.issue(run.issue_target(), &req, now, now)?;
         // fio reaps when the queue is full, then looks at its count.
         if run.in_flight.len() >= run.queue_depth {
             self.retire(run)?;
@@ -583,12 +839,31 @@ impl Device {
     /// End the run (stopping early if it is not done: outstanding requests are drained) and
     /// return its job object in fio's layout.
     pub fn finish_run(&mut self) -> Result<serde_json::Value, DeviceError> {
+        if matches!(self.run.as_deref(), Some(Run::Group(_))) {
+            return Err(DeviceError::Run(
+                "jobs side by side are in progress: end them with finish_group",
+            ));
+        }
+        let mut jobs = self.finish_group()?;
+        Ok(jobs.pop().expect("one job"))
+    }
+
+    /// End the run or group (stopping early if it is not done: outstanding requests are
+    /// drained) and return each job's object in fio's layout, in the order they were given.
+    pub fn finish_group(&mut self) -> Result<Vec<serde_json::Value>, DeviceError> {
         let mut run = self
             .run
             .take()
             .ok_or(DeviceError::Run("no run in progress"))?;
         let drained = (|| {
-            while self.retire(&mut run)? {}
+            match &mut *run {
+                Run::One(one) => while self.retire(one)? {},
+                Run::Group(group) => {
+                    while let Some((j, slot)) = self.group_next_completion(group, None)? {
+                        self.account(&mut group.jobs[j], slot);
+                    }
+                }
+            }
             if self.engine.is_some() {
                 self.engine_drain()?;
             }
@@ -599,13 +874,22 @@ impl Device {
             self.ftl.defer_erases(false);
             return Err(e);
         }
+        let jobs = match *run {
+            Run::One(one) => vec![one],
+            Run::Group(group) => group.jobs,
+        };
+        Ok(jobs.iter().map(|run| self.job_report(run)).collect())
+    }
+
+    /// A finished job's object in fio's layout, with its `ssd_job` section.
+    fn job_report(&self, run: &RunState) -> serde_json::Value {
         let ssd_job = serde_json::json!({
             "sim_time_ns": self.now_ns - run.start_ns,
             "scheduler": self.config.controller.scheduler.name(),
             "read": time_split_json(&run.job.read),
             "write": time_split_json(&run.job.write),
         });
-        Ok(job_json(&run.job, ssd_job))
+        job_json(&run.job, ssd_job)
     }
 
     /// Run a workload to the end and return its job object.
