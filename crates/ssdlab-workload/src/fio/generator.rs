@@ -65,12 +65,23 @@ pub(crate) struct Layout {
 impl Layout {
     pub(crate) fn resolve(job: &JobSpec, device_bytes: u64) -> Result<Layout, WorkloadError> {
         use super::RwMode::*;
-        let start = job.offset.resolve(device_bytes);
+        // fio's sub-job n starts at offset + n * offset_increment.
+        let increment = job.offset_increment.resolve(device_bytes);
+        let start = (increment as u128 * job.job_number as u128)
+            .saturating_add(job.offset.resolve(device_bytes) as u128)
+            .min(u64::MAX as u128) as u64;
+        let offset_key = if increment > 0 && job.job_number > 0 {
+            "offset_increment"
+        } else {
+            "offset"
+        };
         if start >= device_bytes {
             return Err(job.option_error(
-                "offset",
+                offset_key,
                 format!(
-                    "offset {start} is at or past the end of the device ({device_bytes} bytes)"
+                    "offset {start} (job number {}) is at or past the end of the device \
+                     ({device_bytes} bytes)",
+                    job.job_number
                 ),
             ));
         }
@@ -82,10 +93,17 @@ impl Layout {
             .checked_add(size)
             .map_or(true, |end| end > device_bytes)
         {
+            let key = if offset_key == "offset" {
+                "size"
+            } else {
+                offset_key
+            };
             return Err(job.option_error(
-                "size",
+                key,
                 format!(
-                    "offset + size = {start} + {size} exceeds the device's {device_bytes} logical bytes"
+                    "offset + size = {start} + {size} exceeds the device's {device_bytes} logical \
+                     bytes (job number {})",
+                    job.job_number
                 ),
             ));
         }

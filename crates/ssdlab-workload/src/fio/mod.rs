@@ -6,13 +6,18 @@
 //! updates the options for the jobs after it, as in fio. Options in a job section override the
 //! global ones; when an option is set twice the later line wins.
 //!
-//! **Jobs run one after another.** fio runs the jobs of a file in parallel unless `stonewall`
-//! separates them; the simulator replays one request stream at a time, so the jobs of a file
-//! run in sequence and `stonewall` is implicit (and accepted).
+//! **Jobs run side by side, as in fio.** The jobs of a file form run groups: a job with
+//! `stonewall` (or `wait_for_previous`) starts a new group, which begins once every earlier job
+//! is done, and the jobs of a group run at the same time on the one simulated device, each with
+//! its own queue depth or rate, runtime and statistics. `numjobs=N` makes N clones of a section
+//! (same name, numbered 0..N: each draws its own random stream, and starts at `offset +
+//! n * offset_increment`). Each job is reported on its own (`group_reporting` and `new_group`
+//! are accepted and ignored), and a job with a think time must run in a group of its own.
 //!
 //! **Supported keys** (see [`SUPPORTED_OPTIONS`]): `rw`/`readwrite`, `bs`/`blocksize`,
 //! `bssplit`, `blocksize_range`/`bsrange`, `size`, `offset`, `io_size`/`io_limit`,
-//! `number_ios`, `iodepth`, `numjobs` (1 only), `rwmixread`/`rwmixwrite`,
+//! `number_ios`, `iodepth`, `numjobs`, `offset_increment`, `stonewall`/`wait_for_previous`,
+//! `rwmixread`/`rwmixwrite`,
 //! `random_distribution`, `norandommap`, `randseed`, `runtime`, `time_based`, `ramp_time`,
 //! `write_hint`, `read_group` (ssdlab's own: the melded-pages read group of every write), `name`,
 //! the rate limits `rate`, `rate_iops` and `rate_process`, and think time `thinktime`,
@@ -68,6 +73,9 @@ use crate::error::WorkloadError;
 
 pub use generator::FioSource;
 
+/// The most clones `numjobs` may ask for.
+pub const MAX_NUMJOBS: u32 = 1024;
+
 /// Options with a meaning here.
 pub const SUPPORTED_OPTIONS: &[&str] = &[
     "rw",
@@ -79,11 +87,14 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
     "bsrange",
     "size",
     "offset",
+    "offset_increment",
+    "numjobs",
+    "stonewall",
+    "wait_for_previous",
     "io_size",
     "io_limit",
     "number_ios",
     "iodepth",
-    "numjobs",
     "rwmixread",
     "rwmixwrite",
     "random_distribution",
@@ -108,8 +119,7 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
 /// device sees: the I/O engine and page-cache options (`direct`, `buffered`, `invalidate`)
 /// concern the host's path to a real device, `filename` names that device (we have one),
 /// `thread`, `group_reporting`, `new_group`, `description` only change fio's process model or
-/// report, and `stonewall`/`wait_for_previous`/`exitall` order jobs, which already run in
-/// sequence here. The `verify` family is deliberately absent: it would add reads we do not
+/// report. The `verify` family is deliberately absent: it would add reads we do not
 /// generate, so it is rejected.
 pub const IGNORED_OPTIONS: &[&str] = &[
     "ioengine",
@@ -119,9 +129,6 @@ pub const IGNORED_OPTIONS: &[&str] = &[
     "thread",
     "buffered",
     "invalidate",
-    "exitall",
-    "stonewall",
-    "wait_for_previous",
     "new_group",
     "description",
 ];
@@ -130,8 +137,55 @@ pub const IGNORED_OPTIONS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobFile {
     pub path: String,
-    /// The job sections in file order; they run one after another.
+    /// The jobs in file order, each `numjobs` clone on its own; see [`JobSpec::group`] for
+    /// which run side by side.
     pub jobs: Vec<JobSpec>,
+}
+
+/// The most requests jobs side by side may keep outstanding together (the core's bound).
+pub const MAX_GROUP_DEPTH: u64 = 1 << 16;
+
+impl JobFile {
+    /// The run groups in order, each the indices (into `jobs`) of the jobs that run side by
+    /// side. Error, naming the key and line, for a think-time job beside others (it runs
+    /// alone here) or a group whose queue depths add up to more than [`MAX_GROUP_DEPTH`].
+    pub fn groups(&self) -> Result<Vec<Vec<usize>>, WorkloadError> {
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for (i, job) in self.jobs.iter().enumerate() {
+            match groups.last_mut() {
+                Some(group) if self.jobs[group[0]].group == job.group => group.push(i),
+                _ => groups.push(vec![i]),
+            }
+        }
+        for group in &groups {
+            if group.len() == 1 {
+                continue;
+            }
+            if let Some(&i) = group.iter().find(|&&i| self.jobs[i].thinktime_ns > 0) {
+                return Err(self.jobs[i].option_error(
+                    "thinktime",
+                    format!(
+                        "a job with a think time runs alone here, and {} jobs would run beside \
+                         it; give it 'stonewall' (and the job after it), and numjobs=1",
+                        group.len() - 1
+                    ),
+                ));
+            }
+            let depth: u64 = group.iter().map(|&i| self.jobs[i].iodepth as u64).sum();
+            if depth > MAX_GROUP_DEPTH {
+                let last = &self.jobs[*group.last().expect("a job")];
+                return Err(last.option_error(
+                    "iodepth",
+                    format!(
+                        "the {} jobs side by side keep {depth} requests outstanding together; \
+                         at most {MAX_GROUP_DEPTH} can be",
+                        group.len()
+                    ),
+                ));
+            }
+        }
+        Ok(groups)
+    }
 }
 
 /// fio's `rw` modes.
@@ -262,8 +316,21 @@ impl Extent {
 pub struct JobSpec {
     /// The section name, or the `name=` option when set.
     pub name: String,
-    /// Position of the job in its file (0-based); mixed into the seed so that jobs differ.
+    /// Position of the job in its file (0-based), each `numjobs` clone counted; mixed into
+    /// the seed so that jobs differ.
     pub index: usize,
+    /// Which clone of its section this job is (0 .. `numjobs`): fio's sub-job number, which
+    /// scales `offset_increment`.
+    pub job_number: u32,
+    /// `numjobs`: how many clones of the section run side by side.
+    pub numjobs: u32,
+    /// Added to `offset` once per clone number (`offset_increment`).
+    pub offset_increment: Extent,
+    /// The run group: jobs of one group run side by side; a job with `stonewall` (or
+    /// `wait_for_previous`) starts a new group, which begins when every earlier job is done.
+    pub group: usize,
+    /// `stonewall`/`wait_for_previous` was set on this job.
+    pub stonewall: bool,
     /// The job file's path, for error messages.
     pub path: String,
     /// Queue depth the core should keep outstanding (fio default 1).
@@ -331,6 +398,11 @@ impl JobSpec {
             ],
             size: None,
             offset: Extent::Bytes(0),
+            job_number: 0,
+            numjobs: 1,
+            offset_increment: Extent::Bytes(0),
+            group: 0,
+            stonewall: false,
             io_size: None,
             number_ios: None,
             rwmixread: 50,
@@ -427,10 +499,21 @@ pub fn parse_job_file(text: &str, path: &str) -> Result<JobFile, WorkloadError> 
     let mut in_global = false;
     let mut any_section = false;
 
+    // A section becomes `numjobs` clones; a stonewall starts a new run group.
     let finish = |jobs: &mut Vec<JobSpec>, name: &str, opts: &[RawOption]| {
-        let index = jobs.len();
-        let job = build_job(name, index, path, opts)?;
-        jobs.push(job);
+        let job = build_job(name, jobs.len(), path, opts)?;
+        let group = match jobs.last() {
+            None => 0,
+            Some(last) if job.stonewall => last.group + 1,
+            Some(last) => last.group,
+        };
+        for number in 0..job.numjobs {
+            let mut clone = job.clone();
+            clone.index = jobs.len();
+            clone.job_number = number;
+            clone.group = group;
+            jobs.push(clone);
+        }
         Ok::<(), WorkloadError>(())
     };
 
@@ -542,6 +625,10 @@ fn check_known(opt: &RawOption, path: &str) -> Result<(), WorkloadError> {
         "not supported by ssdlab (supported: thinktime, thinktime_blocks, \
          thinktime_blocks_type, thinktime_spin)"
             .to_string()
+    } else if key == "exitall" || key == "exit_what" {
+        "not supported by ssdlab: the jobs of a group each end with their own work; give the \
+         jobs runtimes instead"
+            .to_string()
     } else if key == "include" || key.starts_with("include ") {
         "include files are not supported by ssdlab; inline the options".to_string()
     } else {
@@ -590,6 +677,14 @@ fn build_job(
         };
         let key = opt.key.as_str();
         job.option_lines.insert(key.to_string(), opt.line);
+        if matches!(key, "stonewall" | "wait_for_previous") {
+            job.stonewall = opt
+                .value
+                .as_deref()
+                .map_or(Ok(true), parse_bool)
+                .map_err(err)?;
+            continue;
+        }
         if IGNORED_OPTIONS.contains(&key) {
             continue;
         }
@@ -648,13 +743,15 @@ fn build_job(
                 job.iodepth = d as u32;
             }
             "numjobs" => {
-                if parse_uint(value).map_err(err)? != 1 {
+                let n = parse_uint(value).map_err(err)?;
+                if n == 0 || n > MAX_NUMJOBS as u64 {
                     return Err(err(format!(
-                        "numjobs={value} not supported by ssdlab (supported: 1): jobs run one \
-                         after another on one simulated device; write one [section] per job instead"
+                        "expected a number of jobs from 1 to {MAX_NUMJOBS}, found '{value}'"
                     )));
                 }
+                job.numjobs = n as u32;
             }
+            "offset_increment" => job.offset_increment = parse_extent(value).map_err(err)?,
             "rwmixread" => job.rwmixread = parse_percent(value).map_err(err)?,
             "rwmixwrite" => job.rwmixread = 100 - parse_percent(value).map_err(err)?,
             "random_distribution" => {
@@ -1199,9 +1296,13 @@ mod tests {
             e.starts_with("job.fio:2: option 'rw':") && e.contains("':8' suffix"),
             "{e}"
         );
-        let e = err("[j]\nnumjobs=4\n");
+        for bad in ["0", "1025", "two"] {
+            let e = err(&format!("[j]\nnumjobs={bad}\n"));
+            assert!(e.contains("job.fio:2: option 'numjobs'"), "{e}");
+        }
+        let e = err("[j]\nexitall\n");
         assert!(
-            e.contains("job.fio:2: option 'numjobs'") && e.contains("supported: 1"),
+            e.contains("job.fio:2: option 'exitall'") && e.contains("runtimes instead"),
             "{e}"
         );
         assert!(err("[j]\nverify=md5\n").contains("verification is not simulated"));
