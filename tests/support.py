@@ -38,7 +38,7 @@ number_ios=3000
 [mixed]
 """
 
-#: Two jobs run one after the other: a sequential fill, then random reads of it.
+#: Two jobs run one after the other (stonewall): a sequential fill, then random reads of it.
 TWO_JOBS = """\
 [global]
 bs=4k
@@ -49,6 +49,7 @@ iodepth=4
 rw=write
 
 [reread]
+stonewall
 rw=randread
 number_ios=500
 """

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import ssdlab
+from ssdlab import _core
 from ssdlab.cli import main
 from support import PRESET, set_args
 
@@ -499,3 +500,37 @@ def test_a_fio_think_time_pauses_after_each_io(capsys, tmp_path):
     per_io_s = read["clat_ns"]["mean"] / 1e9 + 1e-3
     # 300 reads and the 299 pauses between them.
     assert read["iops"] == pytest.approx(300 / (300 * per_io_s - 1e-3), rel=1e-3)
+
+
+def test_fio_jobs_run_side_by_side_until_a_stonewall(capsys, tmp_path):
+    """fio's run groups: numjobs clones and the job beside them share the device; a stonewall
+    job starts once they are done. Each job is reported on its own, in file order."""
+    job = tmp_path / "groups.fio"
+    job.write_text(
+        "[global]\nbs=4k\nsize=1m\n"
+        "[writer]\nrw=write\nnumjobs=2\noffset_increment=1m\niodepth=4\n"
+        "[reader]\nrw=randread\nnumber_ios=200\n"
+        "[after]\nstonewall\nrw=randread\noffset=1m\nnumber_ios=100\n",
+        "utf-8",
+    )
+    assert _core.job_groups(str(job)) == [[0, 1, 2], [3]]
+    report = run_json(capsys, job)
+    names = [j["jobname"] for j in report["jobs"]]
+    assert names == ["writer", "writer", "reader", "after"]
+    for clone in report["jobs"][:2]:
+        assert clone["write"]["io_bytes"] == 1 << 20
+    assert report["jobs"][2]["read"]["total_ios"] == 200
+    # Side by side: the group's jobs start together and the group ends with its last job, so
+    # they share one simulated span; the reader's own work ended well before the writers'.
+    spans = [j["ssd_job"]["sim_time_ns"] for j in report["jobs"]]
+    assert spans[0] == spans[1] == spans[2]
+    runtimes = [j["job_runtime"] for j in report["jobs"]]
+    assert runtimes[2] < max(runtimes[:2])
+    after = report["jobs"][3]["read"]
+    assert after["total_ios"] == 100
+    # Its reads all find the second writer's data (an unwritten page is read in about 1 us).
+    assert after["clat_ns"]["min"] > 10_000
+    out = run_summary(capsys, job)
+    assert out.count("writer: (") == 2
+    assert "reader: (" in out
+    assert "after: (" in out

@@ -441,11 +441,13 @@ class Device:
         progress: bool | None = None,
         request_log: TextIO | None = None,
     ) -> RunResult:
-        """Run every job of a fio job file, one after the other, on this device.
+        """Run every job of a fio job file on this device, as fio runs them.
 
-        A job keeps ``iodepth`` requests outstanding (closed loop, paused by ``thinktime`` if
-        set), or with ``rate``/``rate_iops`` issues them at that rate (open loop: ``slat`` is then
-        the wait for a queue slot).
+        Jobs run side by side in groups: a job with ``stonewall`` starts a new group once the
+        earlier jobs are done, and ``numjobs`` clones a job. A job keeps ``iodepth`` requests
+        outstanding (closed loop, paused by ``thinktime`` if set; such a job runs alone), or
+        with ``rate``/``rate_iops`` issues them at that rate (open loop: ``slat`` is then the
+        wait for a queue slot). Each job, clone or not, has its own result.
 
         ``request_log``: a text file to which the per-request log rows are appended as the run
         goes (see :meth:`request_log_header`); the device then holds at most one step's rows.
@@ -457,9 +459,10 @@ class Device:
         path = os.fspath(path)
         names = _core.job_names(path)
         jobs = []
-        for index, name in enumerate(names):
-            self._handle.start_job(path, index)
-            jobs.append(self._drive(f"job {name}", progress, request_log))
+        for group in _core.job_groups(path):
+            self._handle.start_jobs(path, group)
+            label = f"job {names[group[0]]}" + (f" + {len(group) - 1}" if len(group) > 1 else "")
+            jobs.extend(self._drive(label, progress, request_log))
         return self._result(jobs)
 
     def run_trace(
@@ -490,7 +493,7 @@ class Device:
         path = os.fspath(path)
         self._handle.start_trace(path, fmt, float(time_scale), queue_depth, closed_loop)
         label = f"trace {os.path.basename(path)}"
-        return self._result([self._drive(label, progress, request_log)])
+        return self._result(self._drive(label, progress, request_log))
 
     def run_arrays(
         self,
@@ -540,7 +543,7 @@ class Device:
             name,
             lists.get("read_group"),
         )
-        return self._result([self._drive(name, progress, request_log)])
+        return self._result(self._drive(name, progress, request_log))
 
     def _read_group_sent(self) -> None:
         """Read groups place data a wordline per group on TLC only; elsewhere they are
@@ -585,8 +588,10 @@ class Device:
                 "build it with overrides {'stats.request_log': True}"
             )
 
-    def _drive(self, label: str, progress: bool | None, request_log: TextIO | None) -> JobResult:
-        """Step the started job to its end, then collect its results."""
+    def _drive(
+        self, label: str, progress: bool | None, request_log: TextIO | None
+    ) -> list[JobResult]:
+        """Step the started job (or jobs side by side) to the end, then collect the results."""
         with _progress_bar(label, progress) as update:
             idle = 0
             last = -1
@@ -605,7 +610,7 @@ class Device:
                         f"{completed} requests (at {self.now} ns)"
                     )
                 last = completed
-        return JobResult(self._handle.finish_job())
+        return [JobResult(job) for job in self._handle.finish_jobs()]
 
     def _result(self, jobs: list[JobResult]) -> RunResult:
         return RunResult(seed=self.seed, config_hash=self.config_hash, jobs=jobs, ssd=self.stats())

@@ -472,24 +472,32 @@ impl PyDevice {
 
     /// Start job `job_index` of a fio job file.
     fn start_job(&self, py: Python<'_>, job_path: &str, job_index: usize) -> PyResult<()> {
+        self.start_jobs(py, job_path, vec![job_index])
+    }
+
+    /// Start jobs of a fio job file side by side (a run group of [`job_groups`]).
+    fn start_jobs(&self, py: Python<'_>, job_path: &str, job_indices: Vec<usize>) -> PyResult<()> {
         let file = read_job_file(Path::new(job_path)).map_err(workload_error)?;
-        let Some(job) = file.jobs.get(job_index) else {
-            return Err(value_error(format!(
-                "{job_path}: has {} job(s), no job #{job_index}",
-                file.jobs.len()
-            )));
-        };
         let (device_bytes, seed) = self.with(py, |d| (d.logical_bytes(), d.seed()));
-        let source = job.source(device_bytes, seed).map_err(workload_error)?;
-        let spec = RunSpec {
-            name: job.name.clone(),
-            source,
-            queue_depth: job.iodepth,
-            pacing: job.pacing(),
-            runtime_ns: job.runtime_ns,
-            ramp_ns: job.ramp_time_ns,
-        };
-        self.with(py, |d| d.start_run(spec)).map_err(device_error)
+        let mut specs = Vec::with_capacity(job_indices.len());
+        for index in job_indices {
+            let Some(job) = file.jobs.get(index) else {
+                return Err(value_error(format!(
+                    "{job_path}: has {} job(s), no job #{index}",
+                    file.jobs.len()
+                )));
+            };
+            specs.push(RunSpec {
+                name: job.name.clone(),
+                source: job.source(device_bytes, seed).map_err(workload_error)?,
+                queue_depth: job.iodepth,
+                pacing: job.pacing(),
+                runtime_ns: job.runtime_ns,
+                ramp_ns: job.ramp_time_ns,
+            });
+        }
+        self.with(py, |d| d.start_group(specs))
+            .map_err(device_error)
     }
 
     /// Start replaying a trace: open loop at its timestamps (scaled), or closed loop.
@@ -613,6 +621,12 @@ impl PyDevice {
         value::to_py(py, &job)
     }
 
+    /// End the run or the jobs side by side; their job objects in fio's layout, in order.
+    fn finish_jobs(&self, py: Python<'_>) -> PyResult<Vec<PyObject>> {
+        let jobs = self.with(py, |d| d.finish_group()).map_err(device_error)?;
+        jobs.iter().map(|job| value::to_py(py, job)).collect()
+    }
+
     /// The native flash interface: the first call hands the flash to the caller (all blocks
     /// erased) and the block interface refuses requests from then on.
     fn native(slf: Py<Self>, py: Python<'_>) -> PyResult<native::PyNativeFlash> {
@@ -725,11 +739,18 @@ fn check_config<'py>(
     Ok(out)
 }
 
-/// Names of the jobs of a fio job file, in order.
+/// Names of the jobs of a fio job file, in order (each `numjobs` clone on its own).
 #[pyfunction]
 fn job_names(path: &str) -> PyResult<Vec<String>> {
     let file = read_job_file(Path::new(path)).map_err(workload_error)?;
     Ok(file.jobs.into_iter().map(|j| j.name).collect())
+}
+
+/// The run groups of a fio job file: lists of job indices that run side by side, in order.
+#[pyfunction]
+fn job_groups(path: &str) -> PyResult<Vec<Vec<usize>>> {
+    let file = read_job_file(Path::new(path)).map_err(workload_error)?;
+    file.groups().map_err(workload_error)
 }
 
 #[pymodule]
@@ -758,6 +779,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache::cache_run, m)?)?;
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(job_names, m)?)?;
+    m.add_function(wrap_pyfunction!(job_groups, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(hint_fields, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_hint, m)?)?;
