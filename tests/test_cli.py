@@ -534,3 +534,11 @@ def test_fio_jobs_run_side_by_side_until_a_stonewall(capsys, tmp_path):
     assert out.count("writer: (") == 2
     assert "reader: (" in out
     assert "after: (" in out
+
+
+def test_the_example_job_files_parse_into_their_groups():
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    assert _core.job_groups(str(examples / "randrw.fio")) == [[0]]
+    beside = str(examples / "reader_beside_writer.fio")
+    assert _core.job_names(beside) == ["warm", "reader", "writer"]
+    assert _core.job_groups(beside) == [[0], [1, 2]]
