@@ -542,3 +542,19 @@ def test_the_example_job_files_parse_into_their_groups():
     beside = str(examples / "reader_beside_writer.fio")
     assert _core.job_names(beside) == ["warm", "reader", "writer"]
     assert _core.job_groups(beside) == [[0], [1, 2]]
+
+
+def test_group_reporting_reports_the_clones_as_one_job(capsys, tmp_path):
+    job = tmp_path / "clones.fio"
+    job.write_text(
+        "[global]\ngroup_reporting\nbs=4k\nsize=1m\n[clones]\nrw=randread\nnumjobs=4\n"
+        "number_ios=50\noffset_increment=1m\n",
+        "utf-8",
+    )
+    assert _core.job_reports(str(job)) == [0, 0, 0, 0]
+    (merged,) = run_json(capsys, job)["jobs"]
+    assert merged["jobname"] == "clones"
+    assert merged["read"]["total_ios"] == 200
+    assert merged["read"]["clat_ns"]["N"] == 200
+    out = run_summary(capsys, job)
+    assert out.count("clones: (") == 1

@@ -447,7 +447,8 @@ class Device:
         earlier jobs are done, and ``numjobs`` clones a job. A job keeps ``iodepth`` requests
         outstanding (closed loop, paused by ``thinktime`` if set; such a job runs alone), or
         with ``rate``/``rate_iops`` issues them at that rate (open loop: ``slat`` is then the
-        wait for a queue slot). Each job, clone or not, has its own result.
+        wait for a queue slot). Each job, clone or not, has its own result, unless
+        ``group_reporting`` reports the jobs of a group (split by ``new_group``) as one.
 
         ``request_log``: a text file to which the per-request log rows are appended as the run
         goes (see :meth:`request_log_header`); the device then holds at most one step's rows.
@@ -458,11 +459,14 @@ class Device:
         self._check_request_log(request_log)
         path = os.fspath(path)
         names = _core.job_names(path)
+        reports = _core.job_reports(path)
         jobs = []
         for group in _core.job_groups(path):
             self._handle.start_jobs(path, group)
             label = f"job {names[group[0]]}" + (f" + {len(group) - 1}" if len(group) > 1 else "")
-            jobs.extend(self._drive(label, progress, request_log))
+            # The group's reports, numbered from 0 (group_reporting merges jobs of one).
+            merged = [reports[i] - reports[group[0]] for i in group]
+            jobs.extend(self._drive(label, progress, request_log, merged))
         return self._result(jobs)
 
     def run_trace(
@@ -589,7 +593,11 @@ class Device:
             )
 
     def _drive(
-        self, label: str, progress: bool | None, request_log: TextIO | None
+        self,
+        label: str,
+        progress: bool | None,
+        request_log: TextIO | None,
+        reports: list[int] | None = None,
     ) -> list[JobResult]:
         """Step the started job (or jobs side by side) to the end, then collect the results."""
         with _progress_bar(label, progress) as update:
@@ -610,7 +618,7 @@ class Device:
                         f"{completed} requests (at {self.now} ns)"
                     )
                 last = completed
-        return [JobResult(job) for job in self._handle.finish_jobs()]
+        return [JobResult(job) for job in self._handle.finish_jobs(reports or [])]
 
     def _result(self, jobs: list[JobResult]) -> RunResult:
         return RunResult(seed=self.seed, config_hash=self.config_hash, jobs=jobs, ssd=self.stats())

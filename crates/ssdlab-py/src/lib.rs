@@ -622,8 +622,13 @@ impl PyDevice {
     }
 
     /// End the run or the jobs side by side; their job objects in fio's layout, in order.
-    fn finish_jobs(&self, py: Python<'_>) -> PyResult<Vec<PyObject>> {
-        let jobs = self.with(py, |d| d.finish_group()).map_err(device_error)?;
+    /// `reports` (one per job, numbered from 0 in order) merges jobs of one number into one
+    /// object, as fio's `group_reporting` does; empty, each job has its own.
+    #[pyo3(signature = (reports=Vec::new()))]
+    fn finish_jobs(&self, py: Python<'_>, reports: Vec<usize>) -> PyResult<Vec<PyObject>> {
+        let jobs = self
+            .with(py, |d| d.finish_group_reported(&reports))
+            .map_err(device_error)?;
         jobs.iter().map(|job| value::to_py(py, job)).collect()
     }
 
@@ -753,6 +758,14 @@ fn job_groups(path: &str) -> PyResult<Vec<Vec<usize>>> {
     file.groups().map_err(workload_error)
 }
 
+/// Each job's report in a fio job file (jobs of one number are reported together, as fio's
+/// `group_reporting` does), numbered from 0 in order.
+#[pyfunction]
+fn job_reports(path: &str) -> PyResult<Vec<usize>> {
+    let file = read_job_file(Path::new(path)).map_err(workload_error)?;
+    Ok(file.reports())
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -780,6 +793,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(job_names, m)?)?;
     m.add_function(wrap_pyfunction!(job_groups, m)?)?;
+    m.add_function(wrap_pyfunction!(job_reports, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(hint_fields, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_hint, m)?)?;

@@ -846,6 +846,60 @@ mod fio_groups {
     }
 
     #[test]
+    fn group_reporting_merges_a_reporting_group_into_one_report() {
+        let f = file(
+            "[global]\ngroup_reporting\nrw=randread\nsize=1m\nnumber_ios=100\n\
+             [a]\nnumjobs=3\n[b]\nnew_group\nnumjobs=2\n[c]\nstonewall\n[d]\n\
+             [e]\ngroup_reporting=0\n",
+        );
+        assert_eq!(f.reports(), [0, 0, 0, 1, 1, 2, 2, 3]);
+        assert_eq!(file("[a]\nnumjobs=2\n[b]\n").reports(), [0, 1, 2]);
+        // On a device: the three clones of [a] and the two of [b] make two objects.
+        let mut dev = device("priority");
+        let groups = f.groups().unwrap();
+        let reports = f.reports();
+        let first: Vec<usize> = groups[0].clone();
+        let specs = first.iter().map(|&i| spec(&dev, &f.jobs[i])).collect();
+        dev.start_group(specs).unwrap();
+        while !dev.step(1000).unwrap().done {}
+        let merged = dev.finish_group_reported(&reports[..first.len()]).unwrap();
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0]["jobname"], "a");
+        assert_eq!(merged[0]["read"]["total_ios"], 300);
+        assert_eq!(merged[1]["jobname"], "b");
+        assert_eq!(merged[1]["read"]["total_ios"], 200);
+        assert_eq!(merged[0]["read"]["clat_ns"]["N"], 300);
+        // The same jobs reported one by one add up to the merged figures.
+        let mut again = device("priority");
+        let specs = first.iter().map(|&i| spec(&again, &f.jobs[i])).collect();
+        let separate = run_group(&mut again, specs);
+        let of_a = &separate[..3];
+        let sum =
+            |key: &str| -> u64 { of_a.iter().map(|j| j["read"][key].as_u64().unwrap()).sum() };
+        assert_eq!(
+            merged[0]["read"]["io_bytes"].as_u64().unwrap(),
+            sum("io_bytes")
+        );
+        let min = of_a
+            .iter()
+            .map(|j| j["read"]["clat_ns"]["min"].as_u64().unwrap())
+            .min();
+        let max = of_a
+            .iter()
+            .map(|j| j["read"]["clat_ns"]["max"].as_u64().unwrap())
+            .max();
+        assert_eq!(merged[0]["read"]["clat_ns"]["min"].as_u64(), min);
+        assert_eq!(merged[0]["read"]["clat_ns"]["max"].as_u64(), max);
+        let bad = device("priority").finish_group_reported(&[0]).unwrap_err();
+        assert!(bad.to_string().contains("no run in progress"), "{bad}");
+        let mut dev = device("priority");
+        let specs = first.iter().map(|&i| spec(&dev, &f.jobs[i])).collect();
+        dev.start_group(specs).unwrap();
+        let bad = dev.finish_group_reported(&[0, 2, 2, 3, 3]).unwrap_err();
+        assert!(bad.to_string().contains("must number the jobs"), "{bad}");
+    }
+
+    #[test]
     fn bad_groups_and_clones_are_refused_by_key_and_line() {
         let think = "[w]\nrw=write\n[t]\nrw=read\nthinktime=1ms\n";
         let e = file(think).groups().unwrap_err().to_string();

@@ -851,6 +851,29 @@ impl Device {
     /// End the run or group (stopping early if it is not done: outstanding requests are
     /// drained) and return each job's object in fio's layout, in the order they were given.
     pub fn finish_group(&mut self) -> Result<Vec<serde_json::Value>, DeviceError> {
+        self.finish_group_reported(&[])
+    }
+
+    /// [`Device::finish_group`], reporting jobs together as fio's `group_reporting` does:
+    /// `reports[i]` is the report of job `i` (0, then each the same as the job before it or one
+    /// more); jobs of one report become one object, named after its first job. Empty: one
+    /// report per job.
+    pub fn finish_group_reported(
+        &mut self,
+        reports: &[usize],
+    ) -> Result<Vec<serde_json::Value>, DeviceError> {
+        let jobs = match self.run.as_deref() {
+            Some(Run::One(_)) => 1,
+            Some(Run::Group(group)) => group.jobs.len(),
+            None => return Err(DeviceError::Run("no run in progress")),
+        };
+        let numbered = reports.first().is_none_or(|&r| r == 0)
+            && reports.windows(2).all(|w| w[1] == w[0] || w[1] == w[0] + 1);
+        if !reports.is_empty() && (reports.len() != jobs || !numbered) {
+            return Err(DeviceError::Run(
+                "reports must number the jobs 0, 1, ... in order, one entry per job",
+            ));
+        }
         let mut run = self
             .run
             .take()
@@ -878,7 +901,16 @@ impl Device {
             Run::One(one) => vec![one],
             Run::Group(group) => group.jobs,
         };
-        Ok(jobs.iter().map(|run| self.job_report(run)).collect())
+        let mut merged: Vec<RunState> = Vec::with_capacity(jobs.len());
+        for (i, job) in jobs.into_iter().enumerate() {
+            match merged.last_mut() {
+                Some(last) if i > 0 && !reports.is_empty() && reports[i] == reports[i - 1] => {
+                    last.job.merge(&job.job)
+                }
+                _ => merged.push(job),
+            }
+        }
+        Ok(merged.iter().map(|run| self.job_report(run)).collect())
     }
 
     /// A finished job's object in fio's layout, with its `ssd_job` section.

@@ -166,6 +166,14 @@ impl SplitStats {
         self.counts[index] += 1;
     }
 
+    /// Add another set of samples.
+    pub fn merge(&mut self, other: &SplitStats) {
+        self.moments.merge(&other.moments);
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+    }
+
     /// Percentiles `ps` (0..=100) as [`LatencyStats::percentile`] gives them, clamped to the
     /// exact extremes; 0 when nothing was recorded.
     pub fn percentiles<const N: usize>(&self, ps: [f64; N]) -> [u64; N] {
@@ -219,6 +227,18 @@ impl OpStats {
             errors: 0,
         }
     }
+
+    /// Add another job's figures of the same direction (fio's `group_reporting`).
+    pub fn merge(&mut self, other: &OpStats) {
+        self.ios += other.ios;
+        self.bytes += other.bytes;
+        self.slat.merge(&other.slat);
+        self.clat.merge(&other.clat);
+        self.lat.merge(&other.lat);
+        self.queue.merge(&other.queue);
+        self.service.merge(&other.service);
+        self.errors += other.errors;
+    }
 }
 
 impl Default for OpStats {
@@ -255,6 +275,20 @@ impl JobStats {
     pub fn runtime_ns(&self) -> u64 {
         self.first_issue_ns
             .map_or(0, |start| self.last_complete_ns.saturating_sub(start))
+    }
+
+    /// Take in another job's figures, as fio's `group_reporting` reports jobs together: counts
+    /// and latency samples add up, and the runtime spans both. The name stays this job's.
+    pub fn merge(&mut self, other: &JobStats) {
+        self.read.merge(&other.read);
+        self.write.merge(&other.write);
+        self.trim.merge(&other.trim);
+        self.first_issue_ns = match (self.first_issue_ns, other.first_issue_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_complete_ns = self.last_complete_ns.max(other.last_complete_ns);
+        self.flushes += other.flushes;
     }
 }
 

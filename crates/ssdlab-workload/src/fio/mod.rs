@@ -11,8 +11,9 @@
 //! is done, and the jobs of a group run at the same time on the one simulated device, each with
 //! its own queue depth or rate, runtime and statistics. `numjobs=N` makes N clones of a section
 //! (same name, numbered 0..N: each draws its own random stream, and starts at `offset +
-//! n * offset_increment`). Each job is reported on its own (`group_reporting` and `new_group`
-//! are accepted and ignored), and a job with a think time must run in a group of its own.
+//! n * offset_increment`). Each job is reported on its own unless `group_reporting` merges the
+//! jobs of a reporting group (a run group, split further by `new_group`) into one report, and
+//! a job with a think time must run in a group of its own.
 //!
 //! **Supported keys** (see [`SUPPORTED_OPTIONS`]): `rw`/`readwrite`, `bs`/`blocksize`,
 //! `bssplit`, `blocksize_range`/`bsrange`, `size`, `offset`, `io_size`/`io_limit`,
@@ -91,6 +92,8 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
     "numjobs",
     "stonewall",
     "wait_for_previous",
+    "group_reporting",
+    "new_group",
     "io_size",
     "io_limit",
     "number_ios",
@@ -118,18 +121,15 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
 /// fio options accepted and ignored because they do not change the request stream a simulated
 /// device sees: the I/O engine and page-cache options (`direct`, `buffered`, `invalidate`)
 /// concern the host's path to a real device, `filename` names that device (we have one),
-/// `thread`, `group_reporting`, `new_group`, `description` only change fio's process model or
-/// report. The `verify` family is deliberately absent: it would add reads we do not
+/// `thread` and `description` only change fio's process model or report. The `verify` family is deliberately absent: it would add reads we do not
 /// generate, so it is rejected.
 pub const IGNORED_OPTIONS: &[&str] = &[
     "ioengine",
     "direct",
     "filename",
-    "group_reporting",
     "thread",
     "buffered",
     "invalidate",
-    "new_group",
     "description",
 ];
 
@@ -185,6 +185,29 @@ impl JobFile {
             }
         }
         Ok(groups)
+    }
+
+    /// How fio reports the jobs: `reports[i]` is job `i`'s report, numbered from 0 in file
+    /// order. A job shares the report of the job before it when both set `group_reporting`,
+    /// both run in one group, and it sets no `new_group` (its clones share its report); every
+    /// other job has its own.
+    pub fn reports(&self) -> Vec<usize> {
+        let mut reports: Vec<usize> = Vec::with_capacity(self.jobs.len());
+        for (i, job) in self.jobs.iter().enumerate() {
+            let together = i > 0 && {
+                let before = &self.jobs[i - 1];
+                job.group_reporting
+                    && before.group_reporting
+                    && before.group == job.group
+                    && (job.job_number > 0 || !job.new_group)
+            };
+            reports.push(match reports.last() {
+                None => 0,
+                Some(&last) if together => last,
+                Some(&last) => last + 1,
+            });
+        }
+        reports
     }
 }
 
@@ -331,6 +354,11 @@ pub struct JobSpec {
     pub group: usize,
     /// `stonewall`/`wait_for_previous` was set on this job.
     pub stonewall: bool,
+    /// `group_reporting`: report this job together with the jobs before it in its reporting
+    /// group (those that set it too).
+    pub group_reporting: bool,
+    /// `new_group`: this job starts a new reporting group (as a stonewall does).
+    pub new_group: bool,
     /// The job file's path, for error messages.
     pub path: String,
     /// Queue depth the core should keep outstanding (fio default 1).
@@ -403,6 +431,8 @@ impl JobSpec {
             offset_increment: Extent::Bytes(0),
             group: 0,
             stonewall: false,
+            group_reporting: false,
+            new_group: false,
             io_size: None,
             number_ios: None,
             rwmixread: 50,
@@ -677,12 +707,22 @@ fn build_job(
         };
         let key = opt.key.as_str();
         job.option_lines.insert(key.to_string(), opt.line);
-        if matches!(key, "stonewall" | "wait_for_previous") {
-            job.stonewall = opt
-                .value
+        let flag = || {
+            opt.value
                 .as_deref()
                 .map_or(Ok(true), parse_bool)
-                .map_err(err)?;
+                .map_err(err)
+        };
+        match key {
+            "stonewall" | "wait_for_previous" => job.stonewall = flag()?,
+            "group_reporting" => job.group_reporting = flag()?,
+            "new_group" => job.new_group = flag()?,
+            _ => {}
+        }
+        if matches!(
+            key,
+            "stonewall" | "wait_for_previous" | "group_reporting" | "new_group"
+        ) {
             continue;
         }
         if IGNORED_OPTIONS.contains(&key) {
