@@ -445,7 +445,7 @@ class Device:
 
         Jobs run side by side in groups: a job with ``stonewall`` starts a new group once the
         earlier jobs are done, and ``numjobs`` clones a job. A job keeps ``iodepth`` requests
-        outstanding (closed loop, paused by ``thinktime`` if set; such a job runs alone), or
+        outstanding (closed loop, paused by ``thinktime`` if set), or
         with ``rate``/``rate_iops`` issues them at that rate (open loop: ``slat`` is then the
         wait for a queue slot). Each job, clone or not, has its own result, unless
         ``group_reporting`` reports the jobs of a group (split by ``new_group``) as one.

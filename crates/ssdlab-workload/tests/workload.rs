@@ -901,15 +901,6 @@ mod fio_groups {
 
     #[test]
     fn bad_groups_and_clones_are_refused_by_key_and_line() {
-        let think = "[w]\nrw=write\n[t]\nrw=read\nthinktime=1ms\n";
-        let e = file(think).groups().unwrap_err().to_string();
-        assert!(
-            e.contains("g.fio:5: option 'thinktime'") && e.contains("runs alone"),
-            "{e}"
-        );
-        // In a group of its own it runs.
-        let alone = "[w]\nrw=write\n[t]\nstonewall\nrw=read\nthinktime=1ms\n";
-        assert_eq!(file(alone).groups().unwrap(), vec![vec![0], vec![1]]);
         let e = file("[r]\nrw=read\niodepth=40000\nnumjobs=2\n")
             .groups()
             .unwrap_err()
@@ -938,6 +929,11 @@ mod fio_groups {
             "[m]\nrw=randrw\nbsrange=4k-32k\nsize=8m\nnumber_ios=3000\niodepth=6\n",
             "[p]\nrw=randrw\nsize=8m\nnumber_ios=2000\niodepth=4\nrate_iops=3000,6000\n\
              rate_process=poisson\n",
+            "[t]\nrw=randrw\nsize=8m\nnumber_ios=1500\niodepth=4\nthinktime=300\n\
+             thinktime_blocks=7\n",
+            "[i]\nrw=randwrite\nsize=8m\nnumber_ios=1500\niodepth=3\nthinktime=2ms\n\
+             thinktime_blocks=5\nthinktime_blocks_type=issue\n",
+            "[q]\nrw=randread\nsize=8m\nnumber_ios=400\nthinktime=1ms\n",
         ];
         for scheduler in ["priority", "fcfs"] {
             for text in jobs {

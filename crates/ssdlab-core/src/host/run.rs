@@ -220,6 +220,22 @@ pub(crate) struct RunState {
     slot_base: u32,
     /// The job runs beside others: its last issue does not end the device's run.
     in_group: bool,
+    /// Where a think-time job beside others stands (alone, its loop's control flow says it).
+    think: ThinkState,
+}
+
+/// The steps of fio's think time, for a job that runs beside others ([`Loop::Think`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ThinkState {
+    /// Issuing at the present.
+    Ready,
+    /// The queue is full: waiting for one of its own completions, then, with `check`, looking
+    /// at the count.
+    WaitOne { check: bool },
+    /// The count was reached: waiting for its own requests to complete.
+    Draining,
+    /// Leaving the device idle until then.
+    Sleeping { until: u64 },
 }
 
 impl RunState {
@@ -306,6 +322,7 @@ impl Device {
             job: JobStats::new(&spec.name),
             slot_base: 0,
             in_group: false,
+            think: ThinkState::Ready,
         })));
         Ok(())
     }
@@ -313,7 +330,7 @@ impl Device {
     /// Begin jobs that run side by side, as fio runs the jobs of a group: each keeps its own
     /// queue depth (closed loop) or arrival times (open loop), runtime, ramp and statistics,
     /// and they share the device and its clock. Drive it with [`Device::step`] and end it with
-    /// [`Device::finish_group`]. One job is an ordinary run. Think-time jobs run alone.
+    /// [`Device::finish_group`]. One job is an ordinary run.
     pub fn start_group(&mut self, mut specs: Vec<RunSpec>) -> Result<(), DeviceError> {
         if specs.len() <= 1 {
             let spec = specs.pop().ok_or(DeviceError::Run("a group needs a job"))?;
@@ -326,11 +343,6 @@ impl Device {
         if depth > InFlightSet::MAX_DEPTH as u64 {
             return Err(DeviceError::Run(
                 "the queue depths of jobs side by side must add up to at most 65536",
-            ));
-        }
-        if specs.iter().any(|s| matches!(s.pacing, Loop::Think { .. })) {
-            return Err(DeviceError::Run(
-                "a job with a think time runs alone, not beside other jobs",
             ));
         }
         let mut jobs = Vec::with_capacity(specs.len());
@@ -594,20 +606,30 @@ impl Device {
         let target = group.completed + max_completions;
         while group.completed < target {
             for run in &mut group.jobs {
-                if run.pacing != Loop::Closed {
-                    continue;
-                }
-                while run.in_flight.len() < run.queue_depth && self.fill_lookahead(run)? {
-                    let now = self.now_ns;
-                    let req = run
-                        .lookahead
-                        .pop_front()
-                        .expect("a request in the lookahead");
-                    self.issue(run.issue_target(), &req, now, now)?;
+                match run.pacing {
+                    Loop::Closed => {
+                        while run.in_flight.len() < run.queue_depth && self.fill_lookahead(run)? {
+                            let now = self.now_ns;
+                            let req = run
+                                .lookahead
+                                .pop_front()
+                                .expect("a request in the lookahead");
+                            self.issue(run.issue_target(), &req, now, now)?;
+                        }
+                    }
+                    Loop::Think { .. } => self.think_issue(run)?,
+                    Loop::Open { .. } => {}
                 }
             }
+            // The next arrival of an open-loop job with a free slot, or the end of a pause.
             let mut next_arrival: Option<(u64, usize)> = None;
             for (j, run) in group.jobs.iter_mut().enumerate() {
+                if let ThinkState::Sleeping { until } = run.think {
+                    if next_arrival.is_none_or(|(t, _)| until < t) {
+                        next_arrival = Some((until, j));
+                    }
+                    continue;
+                }
                 let Loop::Open { time_scale } = run.pacing else {
                     continue;
                 };
@@ -638,14 +660,23 @@ impl Device {
             }
             match self.group_next_completion(group, next_arrival.map(|(t, _)| t))? {
                 Some((j, slot)) => {
-                    self.account(&mut group.jobs[j], slot);
+                    let run = &mut group.jobs[j];
+                    self.account(run, slot);
                     group.completed += 1;
+                    if matches!(run.pacing, Loop::Think { .. }) {
+                        self.think_completed(run);
+                    }
                 }
                 None => {
                     let Some((arrival, j)) = next_arrival else {
                         return Ok(()); // nothing in flight and nothing to issue
                     };
                     let run = &mut group.jobs[j];
+                    if let ThinkState::Sleeping { until } = run.think {
+                        self.now_ns = self.now_ns.max(until);
+                        run.think = ThinkState::Ready;
+                        continue;
+                    }
                     let req = run.pending.take().expect("the arrival's request");
                     let issue = arrival.max(self.now_ns);
                     self.now_ns = issue;
@@ -654,6 +685,77 @@ impl Device {
             }
         }
         Ok(())
+    }
+
+    /// A think-time job beside others issues at the present what [`Device::think_step`] would:
+    /// one request after another until its queue is full or its count calls a pause.
+    fn think_issue(&mut self, run: &mut RunState) -> Result<(), DeviceError> {
+        while run.think == ThinkState::Ready {
+            if run.in_flight.len() >= run.queue_depth {
+                run.think = ThinkState::WaitOne { check: false };
+                break;
+            }
+            let Some(req) = self.next_from_source(run)? else {
+                break;
+            };
+            let now = self.now_ns;
+            self.issue(run.issue_target(), &req, now, now)?;
+            if run.in_flight.len() >= run.queue_depth {
+                // fio reaps one completion of a full queue, then looks at its count.
+                run.think = ThinkState::WaitOne { check: true };
+                break;
+            }
+            self.think_count(run);
+        }
+        Ok(())
+    }
+
+    /// Look at a think-time job's count: at a multiple of its blocks, wait for its requests,
+    /// then pause.
+    fn think_count(&mut self, run: &mut RunState) {
+        let Loop::Think {
+            think_ns,
+            blocks,
+            count_completions,
+        } = run.pacing
+        else {
+            return;
+        };
+        let count = if count_completions {
+            run.completed
+        } else {
+            run.seq
+        };
+        if count == 0 || count % blocks as u64 != 0 {
+            return;
+        }
+        run.think = match run.in_flight.is_empty() {
+            true => ThinkState::Sleeping {
+                until: self.now_ns + think_ns,
+            },
+            false => ThinkState::Draining,
+        };
+    }
+
+    /// One of a think-time job's own requests completed (its record accounted).
+    fn think_completed(&mut self, run: &mut RunState) {
+        match run.think {
+            ThinkState::WaitOne { check } => {
+                run.think = ThinkState::Ready;
+                if check {
+                    self.think_count(run);
+                }
+            }
+            ThinkState::Draining if run.in_flight.is_empty() => {
+                let Loop::Think { think_ns, .. } = run.pacing else {
+                    return;
+                };
+                run.think = ThinkState::Sleeping {
+                    until: self.now_ns + think_ns,
+                };
+            }
+            _ => {}
+        }
     }
 
     fn retire(&mut self, run: &mut RunState) -> Result<bool, DeviceError> {

@@ -12,8 +12,9 @@
 //! its own queue depth or rate, runtime and statistics. `numjobs=N` makes N clones of a section
 //! (same name, numbered 0..N: each draws its own random stream, and starts at `offset +
 //! n * offset_increment`). Each job is reported on its own unless `group_reporting` merges the
-//! jobs of a reporting group (a run group, split further by `new_group`) into one report, and
-//! a job with a think time must run in a group of its own.
+//! jobs of a reporting group (a run group, split further by `new_group`) into one report. A
+//! think-time job beside others pauses on its own: while it waits for its requests and idles,
+//! the other jobs go on.
 //!
 //! **Supported keys** (see [`SUPPORTED_OPTIONS`]): `rw`/`readwrite`, `bs`/`blocksize`,
 //! `bssplit`, `blocksize_range`/`bsrange`, `size`, `offset`, `io_size`/`io_limit`,
@@ -147,8 +148,8 @@ pub const MAX_GROUP_DEPTH: u64 = 1 << 16;
 
 impl JobFile {
     /// The run groups in order, each the indices (into `jobs`) of the jobs that run side by
-    /// side. Error, naming the key and line, for a think-time job beside others (it runs
-    /// alone here) or a group whose queue depths add up to more than [`MAX_GROUP_DEPTH`].
+    /// side. Error, naming the key and line, for a group whose queue depths add up to more
+    /// than [`MAX_GROUP_DEPTH`].
     pub fn groups(&self) -> Result<Vec<Vec<usize>>, WorkloadError> {
         let mut groups: Vec<Vec<usize>> = Vec::new();
         for (i, job) in self.jobs.iter().enumerate() {
@@ -160,16 +161,6 @@ impl JobFile {
         for group in &groups {
             if group.len() == 1 {
                 continue;
-            }
-            if let Some(&i) = group.iter().find(|&&i| self.jobs[i].thinktime_ns > 0) {
-                return Err(self.jobs[i].option_error(
-                    "thinktime",
-                    format!(
-                        "a job with a think time runs alone here, and {} jobs would run beside \
-                         it; give it 'stonewall' (and the job after it), and numjobs=1",
-                        group.len() - 1
-                    ),
-                ));
             }
             let depth: u64 = group.iter().map(|&i| self.jobs[i].iodepth as u64).sum();
             if depth > MAX_GROUP_DEPTH {
