@@ -994,6 +994,30 @@ mod fio_groups {
         }
     }
 
+    #[test]
+    fn a_think_time_job_pauses_on_its_own_while_the_job_beside_it_goes_on() {
+        let reader = "[r]\nrw=randread\nbs=4k\nsize=8m\nnumber_ios=50\nthinktime=5ms\n";
+        let writer = "[w]\nrw=randwrite\nbs=4k\nsize=8m\nnumber_ios=4000\niodepth=8\n";
+        let mut alone = device("priority");
+        let start = alone.now_ns();
+        run_job(&mut alone, writer);
+        let writer_alone_ns = alone.now_ns() - start;
+        let mut dev = device("priority");
+        let jobs = run_file(&mut dev, &format!("{reader}{writer}"));
+        let ms = |j: &serde_json::Value| j["job_runtime"].as_u64().unwrap();
+        // 49 pauses of 5 ms between the reader's 50 reads.
+        assert_eq!(jobs[0]["read"]["total_ios"], 50);
+        assert!(ms(&jobs[0]) >= 245, "reader ran {} ms", ms(&jobs[0]));
+        // The writer did not wait for the pauses (seen: 142 ms beside the reader, 152 ms
+        // alone; waiting, it would take another 5 ms per read of the reader's meanwhile).
+        assert_eq!(jobs[1]["write"]["total_ios"], 4000);
+        let writer_ns = ms(&jobs[1]) * 1_000_000;
+        assert!(
+            writer_ns < writer_alone_ns * 3 / 2 + 1_000_000,
+            "writer: {writer_ns} ns beside the reader, {writer_alone_ns} ns alone"
+        );
+    }
+
     /// The experiment the scheduling engine is for: a QD-1 reader beside a writer at QD 32.
     #[test]
     fn priority_with_suspend_serves_a_reader_beside_a_writer() {
