@@ -237,7 +237,8 @@ fn random_devices_keep_data_and_accounting() {
 
 /// Runs through the event engine and the reservation path alike: every scheduler × FTL (page
 /// map, DFTL) × allocation × suspend × GC step size on random devices and random open- and
-/// closed-loop mixes of reads, writes and trims (closed loops with think-time pauses too). Every request completes (none waits forever),
+/// closed-loop mixes of reads, writes and trims (closed loops with think-time pauses too), as
+/// one job or two or three side by side. Every request completes (none waits forever),
 /// the accounting closes (every page an FTL programs, translation pages included, is a program
 /// on a die), the host never takes the GC reserve, and the same seed gives the same JSON.
 #[test]
@@ -246,6 +247,7 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
     use ssdlab_core::{Loop, RunSpec, VecSource};
     let mut combinations = 0;
     let mut with_gc = 0;
+    let mut side_by_side = 0;
     for (scheduler, ftl_kind) in ["fcfs", "priority", "out_of_order"]
         .into_iter()
         .flat_map(|s| [(s, "page_map"), (s, "dftl")])
@@ -291,7 +293,6 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
                         let capacity = dev.logical_bytes();
                         let handles = dev.config().placement.handles as u16;
                         let n = (3 * capacity / page).clamp(3_000, 12_000) as usize;
-                        let open = rng.gen_bool(0.5);
                         let mut t = 0;
                         let requests: Vec<HostRequest> = (0..n)
                             .map(|_| {
@@ -311,12 +312,25 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
                                 r
                             })
                             .collect();
-                        let job = dev
-                            .run_to_end(RunSpec {
+                        // One job, or two or three side by side (fio's run groups), each
+                        // paced its own way; the requests are dealt out in turn, so each
+                        // job's arrivals still ascend.
+                        let jobs = if rng.gen_bool(0.4) {
+                            rng.gen_range(2..=3)
+                        } else {
+                            1
+                        };
+                        let mut lists = vec![Vec::new(); jobs];
+                        for (i, r) in requests.into_iter().enumerate() {
+                            lists[i % jobs].push(r);
+                        }
+                        let specs: Vec<RunSpec> = lists
+                            .into_iter()
+                            .map(|list| RunSpec {
                                 name: "swarm".into(),
-                                source: Box::new(VecSource::new(requests)),
+                                source: Box::new(VecSource::new(list)),
                                 queue_depth: rng.gen_range(1..=64),
-                                pacing: if open {
+                                pacing: if rng.gen_bool(0.5) {
                                     Loop::Open { time_scale: 1.0 }
                                 } else if rng.gen_bool(0.3) {
                                     // Pauses for fio's think time: idle windows between bursts.
@@ -331,10 +345,23 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
                                 runtime_ns: None,
                                 ramp_ns: None,
                             })
+                            .collect();
+                        dev.start_group(specs)
                             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-                        let done: u64 = ["read", "write", "trim"]
+                        while !dev
+                            .step(1 << 16)
+                            .unwrap_or_else(|e| panic!("seed {seed}: {e}"))
+                            .done
+                        {}
+                        let reports = dev
+                            .finish_group()
+                            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                        let done: u64 = reports
                             .iter()
-                            .map(|d| job[d]["total_ios"].as_u64().unwrap())
+                            .flat_map(|job| {
+                                ["read", "write", "trim"]
+                                    .map(|d| job[d]["total_ios"].as_u64().unwrap())
+                            })
                             .sum();
                         assert_eq!(done, n as u64, "seed {seed}: every request completes");
                         dev.ftl()
@@ -351,12 +378,13 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
                         if !suspend {
                             assert_eq!(flash.suspensions, 0, "seed {seed}");
                         }
-                        let mut out = job;
+                        let mut out = serde_json::json!({ "jobs": reports });
                         out["ssd"] = dev.ssd_json();
-                        (out.to_string(), ftl.gc_invocations)
+                        (out.to_string(), ftl.gc_invocations, jobs)
                     };
-                    let (a, gc) = run_once();
-                    let (b, _) = run_once();
+                    let (a, gc, jobs) = run_once();
+                    let (b, _, _) = run_once();
+                    side_by_side += (jobs > 1) as u32;
                     assert!(a == b, "seed {seed}: the same seed gave different results");
                     with_gc += (gc > 0) as u32;
                 }
@@ -368,6 +396,10 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
     }
     assert_eq!(combinations, 48);
     assert!(with_gc >= 24, "only {with_gc} of 48 runs collected garbage");
+    assert!(
+        side_by_side >= 10,
+        "only {side_by_side} of 48 runs had jobs side by side"
+    );
 }
 
 /// Found by a random run: a static stripe sends each 1 KiB write of a 4 KiB unit to the next
