@@ -558,3 +558,45 @@ def test_group_reporting_reports_the_clones_as_one_job(capsys, tmp_path):
     assert merged["read"]["clat_ns"]["N"] == 200
     out = run_summary(capsys, job)
     assert out.count("clones: (") == 1
+
+
+def test_traces_side_by_side_are_one_job_each(capsys, msr_trace, tmp_path):
+    """Repeated --trace: each trace an I/O flow of its own, all replayed at once."""
+    # A second flow: the same 40 requests' times, its writes moved to the second MiB.
+    lines = msr_trace.read_text("utf-8").splitlines()
+    other = tmp_path / "other.csv"
+    moved = []
+    for line in lines:
+        fields = line.split(",")
+        fields[4] = str(int(fields[4]) + (1 << 20))
+        moved.append(",".join(fields))
+    other.write_text("\n".join(moved) + "\n", "utf-8")
+
+    def run(*traces: Path) -> dict:
+        args = [a for t in traces for a in ("--trace", str(t))]
+        status, out, err = run_cli(
+            capsys, "run", PRESET, *args, "--trace-format", "msr", *set_args(),
+            "--output-format", "json", "--quiet",
+        )  # fmt: skip
+        assert status == 0, err
+        return json.loads(out)
+
+    alone = run(msr_trace)
+    both = run(msr_trace, other)
+    assert [j["jobname"] for j in both["jobs"]] == ["msr.csv", "other.csv"]
+    for job in both["jobs"]:
+        assert (job["read"]["total_ios"], job["write"]["total_ios"]) == (10, 30)
+    # The flows run at once: they share one simulated span, longer than one flow's alone (this
+    # small device is busy with one flow's writes, so two take about twice as long).
+    spans = [j["ssd_job"]["sim_time_ns"] for j in both["jobs"]]
+    assert spans[0] == spans[1] > alone["jobs"][0]["ssd_job"]["sim_time_ns"]
+    # Sharing never makes a request faster than alone.
+    assert (
+        both["jobs"][0]["write"]["clat_ns"]["mean"] >= alone["jobs"][0]["write"]["clat_ns"]["mean"]
+    )
+    status, _, err = run_cli(
+        capsys, "run", PRESET, "--trace", str(msr_trace), "--trace", str(tmp_path / "none.csv"),
+        "--trace-format", "msr",
+    )  # fmt: skip
+    assert status == 2
+    assert "none.csv: no such file" in err

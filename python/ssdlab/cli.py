@@ -101,7 +101,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("config", metavar="CONFIG", help="preset name or path to a TOML file")
     run.add_argument("job", metavar="JOB", nargs="?", help="fio job file")
-    run.add_argument("--trace", metavar="FILE", help="replay this block trace instead of a job")
+    run.add_argument(
+        "--trace",
+        metavar="FILE",
+        action="append",
+        help="replay this block trace instead of a job; repeat it to replay several side by side, "
+        "each a job with its own queue",
+    )
     run.add_argument("--trace-format", choices=TRACE_FORMATS, help="format of --trace")
     run.add_argument(
         "--builtin",
@@ -518,9 +524,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not 0 < args.time_scale < math.inf:  # also refuses nan
         raise UsageError(f"--time-scale must be a finite positive number, got {args.time_scale}")
     _check_seed(args.seed)
-    workload = args.job if args.job is not None else args.trace
-    if not os.path.isfile(workload):
-        raise UsageError(f"{workload}: no such file")
+    for workload in [args.job] if args.job is not None else args.trace:
+        if not os.path.isfile(workload):
+            raise UsageError(f"{workload}: no such file")
     for option, path in (
         ("--output", args.output),
         ("--request-log", args.request_log),
@@ -533,7 +539,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.request_log is not None:
         overrides.append(("stats.request_log", "true"))
     if args.job is not None:  # check the job file before any simulation work
-        _core.job_names(args.job)
+        _core.job_groups(args.job)
     device = Device(
         args.config,
         seed=args.seed,

@@ -471,7 +471,7 @@ class Device:
 
     def run_trace(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         fmt: str,
         *,
         time_scale: float = 1.0,
@@ -480,10 +480,13 @@ class Device:
         progress: bool | None = None,
         request_log: TextIO | None = None,
     ) -> RunResult:
-        """Replay a block trace (``fmt`` is one of :data:`TRACE_FORMATS`).
+        """Replay a block trace (``fmt`` is one of :data:`TRACE_FORMATS`), or several side by side.
 
         Open loop (the default) issues each request at its timestamp times ``time_scale``; closed
-        loop ignores timestamps and keeps ``queue_depth`` requests outstanding.
+        loop ignores timestamps and keeps ``queue_depth`` requests outstanding. Given several
+        paths, each trace is a job of its own (an I/O flow with its own ``queue_depth``, as
+        MQSim's flows), timed from its own first request, all on this device at once; the
+        result has one job per trace.
 
         Raises:
             WorkloadError: a line that does not parse (the message names file:line).
@@ -494,9 +497,14 @@ class Device:
             raise ValueError(f"time_scale: expected a finite number > 0, got {time_scale!r}")
         _check_int("queue_depth", queue_depth, 1, MAX_QUEUE_DEPTH)
         self._check_request_log(request_log)
-        path = os.fspath(path)
-        self._handle.start_trace(path, fmt, float(time_scale), queue_depth, closed_loop)
-        label = f"trace {os.path.basename(path)}"
+        paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+        if not paths:
+            raise ValueError("path: expected a trace file or a non-empty list of them")
+        paths = [os.fspath(p) for p in paths]
+        self._handle.start_traces(paths, fmt, float(time_scale), queue_depth, closed_loop)
+        label = f"trace {os.path.basename(paths[0])}" + (
+            f" + {len(paths) - 1}" if len(paths) > 1 else ""
+        )
         return self._result(self._drive(label, progress, request_log))
 
     def run_arrays(

@@ -510,25 +510,46 @@ impl PyDevice {
         queue_depth: u32,
         closed_loop: bool,
     ) -> PyResult<()> {
+        let paths = vec![path.to_string()];
+        self.start_traces(py, paths, fmt, time_scale, queue_depth, closed_loop)
+    }
+
+    /// Start replaying traces side by side, each a job of its own with its own queue (an I/O
+    /// flow, as MQSim's flows): open loop at its timestamps (scaled, each from its own first
+    /// one), or closed loop.
+    fn start_traces(
+        &self,
+        py: Python<'_>,
+        paths: Vec<String>,
+        fmt: &str,
+        time_scale: f64,
+        queue_depth: u32,
+        closed_loop: bool,
+    ) -> PyResult<()> {
         let format: TraceFormat = fmt.parse().map_err(workload_error)?;
-        let source = ssdlab_workload::open_trace(Path::new(path), format, TraceOptions::default())
-            .map_err(workload_error)?;
-        let name = Path::new(path)
-            .file_name()
-            .map_or(path.to_string(), |n| n.to_string_lossy().into_owned());
-        let spec = RunSpec {
-            name,
-            source,
-            queue_depth,
-            pacing: if closed_loop {
-                Loop::Closed
-            } else {
-                Loop::Open { time_scale }
-            },
-            runtime_ns: None,
-            ramp_ns: None,
-        };
-        self.with(py, |d| d.start_run(spec)).map_err(device_error)
+        let mut specs = Vec::with_capacity(paths.len());
+        for path in &paths {
+            let source =
+                ssdlab_workload::open_trace(Path::new(path), format, TraceOptions::default())
+                    .map_err(workload_error)?;
+            let name = Path::new(path)
+                .file_name()
+                .map_or(path.clone(), |n| n.to_string_lossy().into_owned());
+            specs.push(RunSpec {
+                name,
+                source,
+                queue_depth,
+                pacing: if closed_loop {
+                    Loop::Closed
+                } else {
+                    Loop::Open { time_scale }
+                },
+                runtime_ns: None,
+                ramp_ns: None,
+            });
+        }
+        self.with(py, |d| d.start_group(specs))
+            .map_err(device_error)
     }
 
     /// Start a closed-loop run over requests given as columns (ops: 0 read, 1 write, 2 trim;
