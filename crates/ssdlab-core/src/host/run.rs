@@ -243,6 +243,32 @@ impl RunState {
         self.exhausted && self.in_flight.is_empty() && self.pending.is_none()
     }
 
+    /// The pending request's arrival on the run's clock: its timestamp counted from the job's
+    /// first, scaled, after the job's start. `None` with nothing pending, or when it arrives
+    /// after the runtime: the job then issues nothing more.
+    fn pending_arrival(&mut self, time_scale: f64) -> Option<u64> {
+        let raw = self.pending.as_ref()?.arrival_ns.unwrap_or(0);
+        let first = *self.first_arrival.get_or_insert(raw);
+        let arrival =
+            self.start_ns + ((raw.saturating_sub(first)) as f64 * time_scale).round() as u64;
+        if self.stop_issuing_ns.is_some_and(|stop| arrival >= stop) {
+            self.pending = None;
+            self.exhausted = true;
+            return None;
+        }
+        Some(arrival)
+    }
+
+    /// fio's think-time count (completed or issued I/Os) is at a multiple of `blocks`.
+    fn think_due(&self, blocks: u32, count_completions: bool) -> bool {
+        let count = if count_completions {
+            self.completed
+        } else {
+            self.seq
+        };
+        count != 0 && count % blocks as u64 == 0
+    }
+
     /// Where [`Device::issue`] records a request of this job.
     fn issue_target(&mut self) -> (&mut InFlightSet, &mut JobStats, &mut u64, u32) {
         (
@@ -639,18 +665,9 @@ impl Device {
                 if run.pending.is_none() {
                     run.pending = self.next_from_source(run)?;
                 }
-                let Some(req) = &run.pending else {
-                    continue;
+                let Some(arrival) = run.pending_arrival(time_scale) else {
+                    continue; // nothing pending, or it arrives after the runtime
                 };
-                let raw = req.arrival_ns.unwrap_or(0);
-                let first = *run.first_arrival.get_or_insert(raw);
-                let arrival =
-                    run.start_ns + ((raw.saturating_sub(first)) as f64 * time_scale).round() as u64;
-                if run.stop_issuing_ns.is_some_and(|stop| arrival >= stop) {
-                    run.pending = None;
-                    run.exhausted = true;
-                    continue;
-                }
                 if next_arrival.is_none_or(|(t, _)| arrival < t) {
                     next_arrival = Some((arrival, j));
                 }
@@ -721,12 +738,7 @@ impl Device {
         else {
             return;
         };
-        let count = if count_completions {
-            run.completed
-        } else {
-            run.seq
-        };
-        if count == 0 || count % blocks as u64 != 0 {
+        if !run.think_due(blocks, count_completions) {
             return;
         }
         run.think = match run.in_flight.is_empty() {
@@ -848,17 +860,11 @@ impl Device {
                         }
                         continue;
                     };
-                    let raw = req.arrival_ns.unwrap_or(0);
-                    let first = *run.first_arrival.get_or_insert(raw);
-                    let arrival = run.start_ns
-                        + ((raw.saturating_sub(first)) as f64 * time_scale).round() as u64;
-                    if run.stop_issuing_ns.is_some_and(|stop| arrival >= stop) {
+                    let Some(arrival) = run.pending_arrival(time_scale) else {
                         // It arrives after the runtime: the run issues nothing more.
-                        run.pending = None;
-                        run.exhausted = true;
                         self.issued_last(run);
                         continue;
-                    }
+                    };
                     // Completions before the arrival go first (at the same instant too: a
                     // completion frees its slot before the next request arrives).
                     if run.in_flight.len() >= run.queue_depth {
@@ -920,12 +926,7 @@ impl Device {
         if run.in_flight.len() >= run.queue_depth {
             self.retire(run)?;
         }
-        let count = if count_completions {
-            run.completed
-        } else {
-            run.seq
-        };
-        if count == 0 || count % blocks as u64 != 0 {
+        if !run.think_due(blocks, count_completions) {
             return Ok(true);
         }
         while self.retire(run)? {}
