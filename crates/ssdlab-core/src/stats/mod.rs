@@ -36,10 +36,10 @@ impl LatencyStats {
             max: 0,
             sum: 0,
             sum_squares: 0,
-            // 1 ns .. ~3 hours at 3 significant digits.
-            histogram: with_histogram.then(|| {
-                Histogram::new_with_bounds(1, 10_000_000_000_000, 3).expect("valid bounds")
-            }),
+            // From 1 ns at 3 significant digits, its buckets allocated as values reach them:
+            // up to 3 ms, 104 KB; up to 3 hours, 280 KB (a job's three directions 0.8 MB,
+            // which made a group of 1,024 jobs take a gigabyte); none recorded, 16 KB.
+            histogram: with_histogram.then(|| Histogram::new(3).expect("valid digits")),
         }
     }
 
@@ -51,7 +51,8 @@ impl LatencyStats {
         self.sum += value as u128;
         self.sum_squares += value as u128 * value as u128;
         if let Some(h) = &mut self.histogram {
-            h.saturating_record(value.max(1));
+            // It grows to any u64; only the room to count 2^64 values could fail.
+            let _ = h.record(value.max(1));
         }
     }
 
@@ -66,8 +67,7 @@ impl LatencyStats {
         self.sum += other.sum;
         self.sum_squares += other.sum_squares;
         if let (Some(mine), Some(theirs)) = (&mut self.histogram, &other.histogram) {
-            // Same bounds on both sides, so the only possible error (range) cannot occur;
-            // saturating keeps it total anyway.
+            // Same lowest value and digits on both sides; `mine` grows to `theirs` if need be.
             let _ = mine.add(theirs);
         }
     }
@@ -112,29 +112,44 @@ pub struct SplitStats {
     /// Count, extremes and mean (without a histogram of its own).
     pub moments: LatencyStats,
     /// Counts per bucket of an HDR histogram of 1 ns .. ~3 hours at two significant digits:
-    /// 256 unit buckets, then 128 per power of two.
+    /// 256 unit buckets, then 128 per power of two; only up to the highest bucket recorded.
     counts: Vec<u64>,
-    /// The bucket of the histogram's highest trackable value, where values past the last
-    /// bucket go (as `Histogram::saturating_record` clamps them).
-    clamp_index: usize,
 }
 
 impl SplitStats {
     const SIGNIFICANT_DIGITS: u8 = 2;
     const HIGHEST_NS: u64 = 10_000_000_000_000;
+    /// The buckets of that histogram (its `distinct_values`), and the bucket of its highest
+    /// trackable value, where values past the last bucket go (as `saturating_record` puts
+    /// them); a test checks both against the histogram.
+    const BUCKETS: usize = 4864;
+    const CLAMP_INDEX: usize = 4753;
 
     pub fn new() -> Self {
-        let h = Self::empty_histogram();
         SplitStats {
             moments: LatencyStats::new(false),
-            counts: vec![0; h.distinct_values()],
-            clamp_index: Self::index_of(h.high()),
+            counts: Vec::new(),
         }
     }
 
     fn empty_histogram() -> Histogram<u64> {
         Histogram::new_with_bounds(1, Self::HIGHEST_NS, Self::SIGNIFICANT_DIGITS)
             .expect("valid bounds")
+    }
+
+    /// Make room for bucket `index` (a value past the last bucket goes to `CLAMP_INDEX`);
+    /// returns the bucket to count in.
+    #[cold]
+    fn grow_to(&mut self, index: usize) -> usize {
+        let index = if index >= Self::BUCKETS {
+            Self::CLAMP_INDEX
+        } else {
+            index
+        };
+        if index >= self.counts.len() {
+            self.counts.resize(index + 1, 0);
+        }
+        index
     }
 
     /// The HDR bucket of `value` (at least 1) for unit 1 and two significant digits: 256
@@ -161,7 +176,7 @@ impl SplitStats {
         self.moments.record(value);
         let mut index = Self::index_of(value.max(1));
         if index >= self.counts.len() {
-            index = self.clamp_index;
+            index = self.grow_to(index);
         }
         self.counts[index] += 1;
     }
@@ -169,6 +184,9 @@ impl SplitStats {
     /// Add another set of samples.
     pub fn merge(&mut self, other: &SplitStats) {
         self.moments.merge(&other.moments);
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
         for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
             *mine += theirs;
         }
@@ -677,6 +695,96 @@ mod tests {
         assert_eq!(a.n, 100);
     }
 
+    /// Latencies of every magnitude from 1 ns to hours, bucket edges, and values past a
+    /// histogram's range of 1 ns .. `HIGHEST_NS` (there they are clamped to its highest).
+    fn every_magnitude() -> Vec<u64> {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut values = vec![0, 1, 2, 127, 128, 255, 256, 257, 511, 512, 1_000_000];
+        values.extend([9_999_999_999_999, 10_000_000_000_000, 1 << 50, 1 << 60]);
+        values.extend([(1 << 44) - 1, 1 << 44]);
+        for i in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x >> (x % 64).max(i as u64 % 20 + 20));
+        }
+        values
+    }
+
+    #[test]
+    fn growing_latency_histograms_give_the_full_histograms_percentiles() {
+        // A histogram of every bucket to ~3 hours (to 2^44 - 1 ns), as the stats once kept.
+        let mut full = Histogram::<u64>::new_with_bounds(1, 10_000_000_000_000, 3).unwrap();
+        let top = full.iter_all().last().unwrap().value_iterated_to();
+        assert_eq!(top, (1 << 44) - 1);
+        let mut values = every_magnitude();
+        values.retain(|&v| v <= top);
+        let mut grown = LatencyStats::new(true);
+        // Short-latency and long-latency halves, merged both ways.
+        let (mut small, mut large) = (LatencyStats::new(true), LatencyStats::new(true));
+        let mut small_first = LatencyStats::new(true);
+        for (i, &v) in values.iter().enumerate() {
+            full.saturating_record(v.max(1));
+            grown.record(v);
+            if v < 1 << 30 {
+                small.record(v)
+            } else {
+                large.record(v)
+            }
+            let checkpoint = [1, 3, 14, 17, 200, values.len() - 1].contains(&i);
+            if !checkpoint {
+                continue;
+            }
+            let (min, max) = (grown.min, grown.max);
+            let expected =
+                FIO_PERCENTILES.map(|p| full.value_at_quantile(p / 100.0).min(max).max(min));
+            assert_eq!(
+                FIO_PERCENTILES.map(|p| grown.percentile(p)),
+                expected,
+                "{i}"
+            );
+            let mut merged = large.clone();
+            merged.merge(&small);
+            small_first = small.clone();
+            small_first.merge(&large);
+            assert_eq!(
+                FIO_PERCENTILES.map(|p| merged.percentile(p)),
+                expected,
+                "{i}"
+            );
+            assert_eq!(
+                FIO_PERCENTILES.map(|p| small_first.percentile(p)),
+                expected,
+                "{i}"
+            );
+        }
+        assert_eq!(small_first.n, values.len() as u64);
+        // Past that, values count in buckets of their own, not clamped to the highest.
+        let mut long = LatencyStats::new(true);
+        for v in [1 << 50, 1 << 50, 1 << 60] {
+            long.record(v);
+        }
+        let p50 = long.percentile(50.0);
+        assert!(
+            p50 >= 1 << 50 && p50 - (1 << 50) <= (1 << 50) / 1000,
+            "{p50}"
+        );
+        assert_eq!(long.percentile(99.0), 1 << 60);
+        // Short latencies keep the histogram small: up to 3 ms, 13 k buckets, not 35 k; a
+        // direction without any, 2 k.
+        let mut reads = LatencyStats::new(true);
+        reads.record(3_000_000);
+        assert_eq!(
+            reads.histogram.as_ref().unwrap().distinct_values(),
+            13 * 1024
+        );
+        let unused = LatencyStats::new(true);
+        assert_eq!(
+            unused.histogram.as_ref().unwrap().distinct_values(),
+            2 * 1024
+        );
+    }
+
     #[test]
     fn split_stats_give_the_percentiles_of_a_two_digit_hdr_histogram() {
         let reference = |values: &[u64]| {
@@ -687,17 +795,7 @@ mod tests {
             let (min, max) = (*values.iter().min().unwrap(), *values.iter().max().unwrap());
             [50.0, 99.0, 99.9].map(|p| h.value_at_quantile(p / 100.0).min(max).max(min))
         };
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut values = vec![0, 1, 2, 127, 128, 255, 256, 257, 511, 512, 1_000_000];
-        // Past the histogram's range too (there values are clamped to its highest).
-        values.extend([9_999_999_999_999, 10_000_000_000_000, 1 << 50, 1 << 60]);
-        for i in 0..20_000u32 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            // Every magnitude from 1 ns to hours.
-            values.push(x >> (x % 64).max(i as u64 % 20 + 20));
-        }
+        let values = every_magnitude();
         for take in [1, 3, 12, 200, values.len()] {
             let mut s = SplitStats::new();
             for &v in &values[..take] {
@@ -710,8 +808,12 @@ mod tests {
             );
             assert_eq!(s.moments.n, take as u64);
         }
+        // The bucket constants are the histogram's.
+        let full = SplitStats::empty_histogram();
+        assert_eq!(SplitStats::BUCKETS, full.distinct_values());
+        assert_eq!(SplitStats::CLAMP_INDEX, SplitStats::index_of(full.high()));
         // Each bucket's lowest value maps back to the bucket.
-        for index in 0..SplitStats::new().counts.len() {
+        for index in 0..SplitStats::BUCKETS {
             assert_eq!(
                 SplitStats::index_of(SplitStats::value_of(index).max(1)),
                 index.max(1)
