@@ -921,10 +921,12 @@ mod fio_groups {
         assert!(past.jobs[1].source(GIB, 1).is_ok());
     }
 
-    /// A job beside one with nothing to do runs as it does alone, request for request: the
-    /// group's loop orders issues and completions as one job's loops do.
+    /// A job beside a hundred with nothing to do (closed, open and paced as it is) runs as it
+    /// does alone, request for request: the group's loop orders issues and completions as one
+    /// job's loops do, wherever the job stands among the others.
     #[test]
-    fn a_job_beside_an_empty_one_runs_exactly_as_alone() {
+    fn a_job_beside_empty_ones_runs_exactly_as_alone() {
+        const EMPTY_BEFORE: usize = 40;
         let jobs = [
             "[m]\nrw=randrw\nbsrange=4k-32k\nsize=8m\nnumber_ios=3000\niodepth=6\n",
             "[p]\nrw=randrw\nsize=8m\nnumber_ios=2000\niodepth=4\nrate_iops=3000,6000\n\
@@ -942,18 +944,23 @@ mod fio_groups {
                 let alone_job = run_job(&mut alone, text);
                 let mut beside = device(scheduler);
                 let j = job(text);
-                let empty = RunSpec {
+                // Empty jobs of every pacing before and after it.
+                let empty = |i: usize| RunSpec {
                     name: "empty".into(),
                     source: Box::new(VecSource::new(Vec::new())),
-                    queue_depth: 3,
-                    pacing: Loop::Closed,
+                    queue_depth: 1 + i as u32 % 3,
+                    pacing: [Loop::Closed, Loop::Open { time_scale: 1.0 }, j.pacing()][i % 3],
                     runtime_ns: None,
                     ramp_ns: None,
                 };
-                let specs = vec![spec(&beside, &j), empty];
-                let both = run_group(&mut beside, specs);
-                assert_eq!(both[0], alone_job, "{scheduler}: {text}");
-                assert_eq!(both[1]["read"]["total_ios"], 0);
+                let mut specs: Vec<RunSpec> = (0..EMPTY_BEFORE).map(empty).collect();
+                specs.push(spec(&beside, &j));
+                specs.extend((0..60).map(empty));
+                let all = run_group(&mut beside, specs);
+                assert_eq!(all[EMPTY_BEFORE], alone_job, "{scheduler}: {text}");
+                for (i, other) in all.iter().enumerate().filter(|&(i, _)| i != EMPTY_BEFORE) {
+                    assert_eq!(other["read"]["total_ios"], 0, "{i}");
+                }
                 assert_eq!(alone.ssd_json(), beside.ssd_json(), "{scheduler}: {text}");
                 assert_eq!(alone.request_log(), beside.request_log(), "{scheduler}");
                 assert_eq!(alone.now_ns(), beside.now_ns());
@@ -991,6 +998,34 @@ mod fio_groups {
                 together_ns < alone_ns * 3 / 2,
                 "{scheduler}: {together_ns} ns side by side, {alone_ns} ns alone"
             );
+        }
+    }
+
+    /// A thousand QD-1 clones, readers, think-time readers and paced readers: every job does
+    /// its own work and every completion is counted once, on the engine and on the
+    /// reservation path.
+    #[test]
+    fn a_thousand_clones_each_do_their_own_work() {
+        let text = "[global]\nsize=8m\nnumber_ios=6\n[r]\nrw=randread\nnumjobs=700\n\
+                    [t]\nrw=randread\nthinktime=20us\nthinktime_blocks=2\nnumjobs=200\n\
+                    [p]\nrw=randread\nrate_iops=20000\nrate_process=poisson\nnumjobs=124\n";
+        for scheduler in ["priority", "fcfs"] {
+            let mut dev = device(scheduler);
+            let f = file(text);
+            let specs: Vec<RunSpec> = f.jobs.iter().map(|j| spec(&dev, j)).collect();
+            dev.start_group(specs).unwrap();
+            let progress = loop {
+                let p = dev.step(777).unwrap();
+                if p.done {
+                    break p;
+                }
+            };
+            assert_eq!((progress.completed, progress.total), (6144, Some(6144)));
+            let jobs = dev.finish_group().unwrap();
+            assert_eq!(jobs.len(), 1024);
+            for (i, j) in jobs.iter().enumerate() {
+                assert_eq!(j["read"]["total_ios"], 6, "{scheduler}: job {i}");
+            }
         }
     }
 

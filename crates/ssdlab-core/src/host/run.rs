@@ -14,6 +14,9 @@ use crate::stats::{job_json, JobStats};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
+mod group;
+pub(crate) use group::GroupRun;
+
 /// Requests pulled from the source ahead of issue, so that their mapping entries can be
 /// prefetched (stage 1 on entry, stage 2 at the middle of the window). Public for the speed
 /// benchmark that times the FTL alone at the same distances.
@@ -181,18 +184,6 @@ pub(crate) enum Run {
     Group(GroupRun),
 }
 
-/// Jobs that run side by side, as fio runs the jobs of one group: each with its own source,
-/// queue depth, pacing, runtime and statistics, on one device and one clock. Each job's slots
-/// take their own range of the engine's request slots (from its `slot_base`).
-pub(crate) struct GroupRun {
-    jobs: Vec<RunState>,
-    /// Log rows of completed requests waiting for earlier ones, and the next request number.
-    log_reorder: std::collections::BTreeMap<u64, crate::stats::RequestLogRow>,
-    log_next: u64,
-    completed: u64,
-    total: Option<u64>,
-}
-
 pub(crate) struct RunState {
     /// Log rows of completed requests waiting for earlier requests (engine path), and the
     /// request number the log expects next.
@@ -303,6 +294,14 @@ impl Device {
         if self.run.is_some() {
             return Err(DeviceError::Run("a run is already in progress"));
         }
+        let run = self.new_run_state(spec)?;
+        self.start_engine();
+        self.run = Some(Box::new(Run::One(run)));
+        Ok(())
+    }
+
+    /// The state of a job about to start at the present, its spec checked.
+    fn new_run_state(&self, spec: RunSpec) -> Result<RunState, DeviceError> {
         self.check_block_interface()?;
         if spec.queue_depth == 0 || spec.queue_depth > InFlightSet::MAX_DEPTH {
             return Err(DeviceError::Run("queue depth must be between 1 and 65536"));
@@ -319,16 +318,9 @@ impl Device {
             _ => {}
         }
         let start = self.now_ns;
-        let c = &self.config;
-        if c.controller.scheduler != crate::config::SchedulerKind::Fcfs || c.cell.suspend {
-            self.engine = Some(Box::new(super::engine::Engine::new(self)));
-            // Erases run when the engine gets to them: a victim is opened again once erased.
-            self.ftl.defer_erases(true);
-        }
-        let log_next = self.requests_seen + 1;
-        self.run = Some(Box::new(Run::One(RunState {
+        Ok(RunState {
             log_reorder: Default::default(),
-            log_next,
+            log_next: self.requests_seen + 1,
             total: spec.source.len_hint(),
             source: spec.source,
             queue_depth: spec.queue_depth as usize,
@@ -349,56 +341,17 @@ impl Device {
             slot_base: 0,
             in_group: false,
             think: ThinkState::Ready,
-        })));
-        Ok(())
+        })
     }
 
-    /// Begin jobs that run side by side, as fio runs the jobs of a group: each keeps its own
-    /// queue depth (closed loop) or arrival times (open loop), runtime, ramp and statistics,
-    /// and they share the device and its clock. Drive it with [`Device::step`] and end it with
-    /// [`Device::finish_group`]. One job is an ordinary run.
-    pub fn start_group(&mut self, mut specs: Vec<RunSpec>) -> Result<(), DeviceError> {
-        if specs.len() <= 1 {
-            let spec = specs.pop().ok_or(DeviceError::Run("a group needs a job"))?;
-            return self.start_run(spec);
+    /// The event engine for a run, unless the device schedules by plain FCFS reservation.
+    fn start_engine(&mut self) {
+        let c = &self.config;
+        if c.controller.scheduler != crate::config::SchedulerKind::Fcfs || c.cell.suspend {
+            self.engine = Some(Box::new(super::engine::Engine::new(self)));
+            // Erases run when the engine gets to them: a victim is opened again once erased.
+            self.ftl.defer_erases(true);
         }
-        if self.run.is_some() {
-            return Err(DeviceError::Run("a run is already in progress"));
-        }
-        let depth: u64 = specs.iter().map(|s| s.queue_depth as u64).sum();
-        if depth > InFlightSet::MAX_DEPTH as u64 {
-            return Err(DeviceError::Run(
-                "the queue depths of jobs side by side must add up to at most 65536",
-            ));
-        }
-        let mut jobs = Vec::with_capacity(specs.len());
-        let mut slot_base = 0;
-        let mut total = Some(0u64);
-        for spec in specs {
-            let depth = spec.queue_depth;
-            if let Err(e) = self.start_run(spec) {
-                self.engine = None;
-                self.ftl.defer_erases(false);
-                return Err(e);
-            }
-            let Some(Run::One(mut job)) = self.run.take().map(|r| *r) else {
-                unreachable!("start_run starts one job");
-            };
-            job.slot_base = slot_base;
-            job.in_group = true;
-            slot_base += depth;
-            total = total.zip(job.total).map(|(a, b)| a + b);
-            jobs.push(job);
-        }
-        let log_next = jobs[0].log_next;
-        self.run = Some(Box::new(Run::Group(GroupRun {
-            jobs,
-            log_reorder: Default::default(),
-            log_next,
-            completed: 0,
-            total,
-        })));
-        Ok(())
     }
 
     /// Advance the run by at most `max_completions` completions.
@@ -570,138 +523,6 @@ impl Device {
             log_in_order(log, reorder, row);
         }
         slot
-    }
-
-    /// The next completion among the jobs of `group` (with `limit`, only one at or before
-    /// it): the job's index and the request's slot in it, its record complete.
-    fn group_next_completion(
-        &mut self,
-        group: &mut GroupRun,
-        limit: Option<u64>,
-    ) -> Result<Option<(usize, u16)>, DeviceError> {
-        let idle = group.jobs.iter().all(|run| run.in_flight.is_empty());
-        if idle && (self.engine.is_none() || limit.is_none()) {
-            return Ok(None);
-        }
-        if self.engine.is_none() {
-            // The earliest of the jobs' heaps; a tie goes to the job given first.
-            let earliest = group
-                .jobs
-                .iter()
-                .enumerate()
-                .filter_map(|(j, run)| run.in_flight.earliest_ns().map(|t| (t, j)))
-                .min();
-            let Some((complete_ns, j)) = earliest else {
-                return Ok(None);
-            };
-            if limit.is_some_and(|l| complete_ns > l) {
-                return Ok(None);
-            }
-            return Ok(group.jobs[j].in_flight.pop().map(|slot| (j, slot)));
-        }
-        let Some(c) = self.engine_next_completion(limit)? else {
-            if limit.is_none() {
-                return Err(DeviceError::Run(
-                    "event engine stalled with requests in flight",
-                ));
-            }
-            return Ok(None);
-        };
-        // Slot ranges ascend with the job index.
-        let j = group
-            .jobs
-            .iter()
-            .rposition(|run| run.slot_base <= c.slot)
-            .expect("the first job's slots start at 0");
-        let run = &mut group.jobs[j];
-        let local = (c.slot - run.slot_base) as u16;
-        let reorder = (&mut group.log_reorder, &mut group.log_next);
-        let slot = self.engine_completed(&mut run.in_flight, local, &c, reorder);
-        Ok(Some((j, slot)))
-    }
-
-    /// [`Device::step_run`] of jobs side by side. At each instant closed-loop jobs first fill
-    /// their queues; then the next thing to happen is the earliest completion or the earliest
-    /// arrival of an open-loop job with a free slot, a completion winning a tie (as in one
-    /// job's loops).
-    fn step_group(
-        &mut self,
-        group: &mut GroupRun,
-        max_completions: u64,
-    ) -> Result<(), DeviceError> {
-        let target = group.completed + max_completions;
-        while group.completed < target {
-            for run in &mut group.jobs {
-                match run.pacing {
-                    Loop::Closed => {
-                        while run.in_flight.len() < run.queue_depth && self.fill_lookahead(run)? {
-                            let now = self.now_ns;
-                            let req = run
-                                .lookahead
-                                .pop_front()
-                                .expect("a request in the lookahead");
-                            self.issue(run.issue_target(), &req, now, now)?;
-                        }
-                    }
-                    Loop::Think { .. } => self.think_issue(run)?,
-                    Loop::Open { .. } => {}
-                }
-            }
-            // The next arrival of an open-loop job with a free slot, or the end of a pause.
-            let mut next_arrival: Option<(u64, usize)> = None;
-            for (j, run) in group.jobs.iter_mut().enumerate() {
-                if let ThinkState::Sleeping { until } = run.think {
-                    if next_arrival.is_none_or(|(t, _)| until < t) {
-                        next_arrival = Some((until, j));
-                    }
-                    continue;
-                }
-                let Loop::Open { time_scale } = run.pacing else {
-                    continue;
-                };
-                if run.in_flight.len() >= run.queue_depth {
-                    continue;
-                }
-                if run.pending.is_none() {
-                    run.pending = self.next_from_source(run)?;
-                }
-                let Some(arrival) = run.pending_arrival(time_scale) else {
-                    continue; // nothing pending, or it arrives after the runtime
-                };
-                if next_arrival.is_none_or(|(t, _)| arrival < t) {
-                    next_arrival = Some((arrival, j));
-                }
-            }
-            if group.jobs.iter().all(|run| run.exhausted) {
-                self.engine_source_done();
-            }
-            match self.group_next_completion(group, next_arrival.map(|(t, _)| t))? {
-                Some((j, slot)) => {
-                    let run = &mut group.jobs[j];
-                    self.account(run, slot);
-                    group.completed += 1;
-                    if matches!(run.pacing, Loop::Think { .. }) {
-                        self.think_completed(run);
-                    }
-                }
-                None => {
-                    let Some((arrival, j)) = next_arrival else {
-                        return Ok(()); // nothing in flight and nothing to issue
-                    };
-                    let run = &mut group.jobs[j];
-                    if let ThinkState::Sleeping { until } = run.think {
-                        self.now_ns = self.now_ns.max(until);
-                        run.think = ThinkState::Ready;
-                        continue;
-                    }
-                    let req = run.pending.take().expect("the arrival's request");
-                    let issue = arrival.max(self.now_ns);
-                    self.now_ns = issue;
-                    self.issue(run.issue_target(), &req, arrival, issue)?;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// A think-time job beside others issues at the present what [`Device::think_step`] would:
