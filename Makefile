@@ -70,6 +70,7 @@ bench: test-deps build ## build, then run the simulator, workload, NBD, sweep, O
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --op 0.28
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin simspeed -- --scheduler fcfs
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin devicebench
+	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin groupspeed
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin cachebench
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin parsespeed
 	$(CARGO_ENV) cargo run --release -p ssdlab-benches --bin nativebench

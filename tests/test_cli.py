@@ -257,6 +257,8 @@ def test_normal_output_shows_die_utilisation_and_sub_unit_writes(capsys, tmp_pat
         f"read from the controller={ssd['flash']['controller_reads']}"
     ) in out
     assert f"dies: utilisation={ssd['die_utilisation']:.3f} " in out
+    assert 0 < ssd["channel_utilisation"] < 1
+    assert f"channels: utilisation={ssd['channel_utilisation']:.3f}, " in out
     assert f"scheduler={ssd['scheduler']}" in out
     assert (
         f"moves from the controller={ssd['flash']['gc_controller_reads']}, "

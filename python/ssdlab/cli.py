@@ -698,6 +698,7 @@ def _format_ssd(lines: list[str], ssd: dict[str, Any]) -> None:
     lines.append(
         f"  dies: utilisation={ssd.get('die_utilisation', 0):.3f} "
         f"(max {ssd.get('die_utilisation_max', 0):.3f}), "
+        f"channels: utilisation={ssd.get('channel_utilisation', 0):.3f}, "
         f"suspensions={ssd.get('suspensions', 0)}, scheduler={ssd.get('scheduler', '-')}"
     )
     lines.append(

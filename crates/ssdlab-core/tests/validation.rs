@@ -163,8 +163,9 @@ mod single_request_latency {
 mod parallel_throughput {
     use super::*;
 
-    /// Sequential 4 KiB reads at a deep queue over a fully striped layout; returns bytes/s.
-    fn sequential_read_bandwidth(pairs: &[(&str, &str)], pages: u64) -> f64 {
+    /// Sequential 4 KiB reads at a deep queue over a fully striped layout; returns bytes/s and
+    /// the channels' utilisation.
+    fn sequential_read_bandwidth(pairs: &[(&str, &str)], pages: u64) -> (f64, f64) {
         let mut dev = device(pairs, 1);
         dev.precondition(PreconditionOptions {
             max_random_passes: 0.0,
@@ -175,7 +176,8 @@ mod parallel_throughput {
             .map(|i| HostRequest::new(Op::Read, i * 4096, 4096))
             .collect();
         let job = closed_run(&mut dev, requests, 256);
-        job["read"]["bw_bytes"].as_f64().unwrap()
+        let channels = dev.ssd_json()["channel_utilisation"].as_f64().unwrap();
+        (job["read"]["bw_bytes"].as_f64().unwrap(), channels)
     }
 
     #[test]
@@ -195,13 +197,18 @@ mod parallel_throughput {
             ("cell.read_y_ns", "10000"),
             ("host.link_mbps", "0"),
         ];
-        let measured = sequential_read_bandwidth(&pairs, 40_000);
+        let (measured, channels) = sequential_read_bandwidth(&pairs, 40_000);
         let expected = 16.0 * 4096.0 / 55.12e-6;
         let err = (measured - expected).abs() / expected;
         assert!(
             err < 0.02,
             "measured {measured:.0} B/s, expected {expected:.0} B/s ({:.2}%)",
             err * 100.0
+        );
+        let busy = 4.0 * 5.12 / 55.12;
+        assert!(
+            (channels - busy).abs() < 0.02 * busy,
+            "{channels} against {busy}"
         );
     }
 
@@ -222,7 +229,7 @@ mod parallel_throughput {
             ("channel.rate_mtps", "100"),
             ("host.link_mbps", "0"),
         ];
-        let measured = sequential_read_bandwidth(&pairs, 20_000);
+        let (measured, channels) = sequential_read_bandwidth(&pairs, 20_000);
         let expected = 2.0 * 4096.0 / 40.96e-6;
         let err = (measured - expected).abs() / expected;
         assert!(
@@ -230,6 +237,8 @@ mod parallel_throughput {
             "measured {measured:.0} B/s, expected {expected:.0} B/s ({:.2}%)",
             err * 100.0
         );
+        // The bus is what bounds it: busy all but the first array read.
+        assert!(channels > 0.98 && channels <= 1.0, "{channels}");
     }
 }
 

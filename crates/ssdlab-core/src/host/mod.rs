@@ -1624,6 +1624,8 @@ impl Device {
             scheduler: self.config.controller.scheduler.name(),
             allocation: self.allocator.name(),
             die_busy_ns: &self.timeline.busy_per_die_ns,
+            channel_busy_ns: self.timeline.channel_busy_ns,
+            channels: self.config.geometry.channels,
             page_bytes: self.page_size(),
             mapping_unit_bytes: self.unit_bytes as u32,
             sea: SeaReportInputs {

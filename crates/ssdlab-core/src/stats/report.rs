@@ -85,6 +85,9 @@ pub struct SsdReportInputs<'a> {
     pub allocation: &'a str,
     /// Array-busy time of each die.
     pub die_busy_ns: &'a [u64],
+    /// Transfer time on all channels together, and how many channels there are.
+    pub channel_busy_ns: u64,
+    pub channels: u32,
     pub page_bytes: u32,
     pub mapping_unit_bytes: u32,
     pub sea: SeaReportInputs,
@@ -228,6 +231,13 @@ pub fn ssd_json(r: &SsdReportInputs<'_>) -> Value {
         // Array-busy time over simulated time: a saturated device keeps its dies busy.
         "die_utilisation": die_utilisation,
         "die_utilisation_max": die_utilisation_max,
+        // Transfer time over simulated time, mean over channels: with dies idle and requests
+        // waiting, a busy bus is what bounds the device.
+        "channel_utilisation": if r.sim_time_ns == 0 || r.channels == 0 {
+            0.0
+        } else {
+            r.channel_busy_ns as f64 / r.channels as f64 / r.sim_time_ns as f64
+        },
         "suspensions": r.flash.suspensions,
         "scheduler": r.scheduler,
         "allocation": r.allocation,
