@@ -32,7 +32,8 @@ fn tiny_groupspeed_runs_each_job_count_on_the_same_device_work() {
             r["die_utilisation"].as_f64().unwrap(),
             r["channel_utilisation"].as_f64().unwrap(),
         );
-        assert!(dies > 0.0 && dies < channels && channels <= 1.0, "{r}");
+        // 4 KiB of a 16 KiB page crosses the bus: the dies, not the channels, bound it.
+        assert!(channels > 0.0 && channels < dies && dies <= 1.0, "{r}");
     }
     assert!(json["ratio_1024_to_1"].as_f64().unwrap() > 0.0);
 }

@@ -748,7 +748,13 @@ pub struct Derived {
     pub program_ns: Vec<u64>,
     /// Bus time for one page including command overhead.
     pub page_transfer_ns: u64,
+    /// Bus time for the first k codewords of a page (and their share of its spare area when
+    /// the OOB crosses too), command overhead included, for k = 0..=codewords_per_page: a read
+    /// moves only the codewords it wants (NAND's random data out). The last is a page's.
+    pub codeword_transfer_ns: Vec<u64>,
     pub codewords_per_page: u32,
+    /// The codewords a whole mapping unit takes (at least one).
+    pub unit_codewords: u32,
     pub decode_ns: u64,
     pub encode_ns: u64,
     /// Suspend/resume latencies and the per-operation cap (zero when suspend is off).
@@ -1218,6 +1224,12 @@ impl Config {
             ));
         }
         let codewords_per_page = g.page_size_bytes / self.ecc.codeword_bytes;
+        let codeword_transfer_ns = (0..=codewords_per_page as u64)
+            .map(|k| {
+                (transfer_bytes * k * 1000 / codewords_per_page as u64).div_ceil(bytes_per_us)
+                    + self.channel.command_overhead_ns
+            })
+            .collect();
         let decode_ns = crate::ecc::decode_ns_per_codeword(&self.ecc);
         let encode_ns = if self.ecc.code == EccCode::None {
             0
@@ -1239,7 +1251,9 @@ impl Config {
             melded_read_ns,
             program_ns,
             page_transfer_ns,
+            codeword_transfer_ns,
             codewords_per_page,
+            unit_codewords: (mapping_unit_bytes / self.ecc.codeword_bytes).max(1),
             decode_ns,
             encode_ns,
             suspend_ns,

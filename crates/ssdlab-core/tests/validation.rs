@@ -979,6 +979,7 @@ mod mapping_units {
     const LINK_4K: u64 = 1_024; // 4096 B at 4000 MB/s
     const ENCODE: u64 = 800;
     const XFER_16K: u64 = 20_480 + 300; // 16 KiB at 800 MT/s x 1 B, plus command overhead
+    const XFER_4K: u64 = 5_120 + 300; // two 2 KiB codewords: what a 4 KiB read moves
     const LSB_PROGRAM: u64 = 500_000;
     const CSB_PROGRAM: u64 = 700_000;
 
@@ -992,6 +993,46 @@ mod mapping_units {
         dev.submit(&HostRequest::new(Op::Read, offset, len), None, None)
             .unwrap()
             .latency_ns()
+    }
+
+    /// A read moves over the channel only the 1 KiB codewords of the bytes it wants, on the
+    /// reservation path and on the event engine alike: tR + their transfer + decode + link.
+    #[test]
+    fn a_read_moves_only_the_codewords_it_wants() {
+        const DECODE: u64 = 10_900; // BCH (8192, 8360, t=12)
+        const LSB_READ: u64 = 58_000;
+        // k codewords of 1 KiB at 800 MT/s x 1 B, plus the command overhead.
+        let xfer = |k: u64| k * 1_280 + 300;
+        // The host link at 4000 MB/s.
+        let link = |bytes: u64| bytes / 4;
+        // (offset, length, codewords it touches) within page 0's four units.
+        let cases = [
+            (0, 4096, 4),
+            (1536, 512, 1),
+            (1536, 1024, 2),
+            (4096 + 3072, 2048, 2), // the last codeword of unit 1 and the first of unit 2
+            (0, 16384, 16),
+        ];
+        for scheduler in ["fcfs", "priority"] {
+            let mut dev = packed(&[("controller.scheduler", scheduler)]);
+            for unit in 0..4 {
+                write(&mut dev, unit * 4096, 4096);
+            }
+            dev.advance_to(dev.now_ns() + 10_000_000);
+            for (offset, len, k) in cases {
+                let before = dev.flash_counters().bytes_transferred;
+                let job = closed_run(&mut dev, vec![HostRequest::new(Op::Read, offset, len)], 1);
+                let clat = &job["read"]["clat_ns"];
+                assert_eq!(
+                    clat["min"].as_u64().unwrap(),
+                    LSB_READ + xfer(k) + DECODE + link(len),
+                    "{scheduler}: {len} B at {offset}"
+                );
+                let moved = dev.flash_counters().bytes_transferred - before;
+                assert_eq!(moved, k * 1024, "{scheduler}: {len} B at {offset}");
+                dev.advance_to(dev.now_ns() + 10_000_000);
+            }
+        }
     }
 
     #[test]
@@ -1013,10 +1054,19 @@ mod mapping_units {
             (1, 0, 0)
         );
         assert_eq!(dev.ssd_json()["waf"], 1.0);
-        // The four units are one page: reading all of them senses it once, like reading one.
+        // The four units are one page: reading all of them senses it once, like reading one,
+        // but only the codewords of the units read cross the channel (random data out).
+        let before = dev.flash_counters().bytes_transferred;
         let one = read(&mut dev, 0, 4096);
+        let one_bytes = dev.flash_counters().bytes_transferred - before;
         let all = read(&mut dev, 0, 16384);
-        assert_eq!(all - one, 3 * LINK_4K, "the same page read, more link time");
+        let all_bytes = dev.flash_counters().bytes_transferred - before - one_bytes;
+        assert_eq!(
+            all - one,
+            XFER_16K - XFER_4K + 3 * LINK_4K,
+            "the same page sensed, more bus and link time"
+        );
+        assert_eq!((one_bytes, all_bytes), (4096, 16384));
         assert_eq!(dev.flash_counters().array_reads, 2);
         // A unit still staged is read from the controller: link time only, no flash read.
         assert_eq!(write(&mut dev, 4 * 4096, 4096), LINK_4K);

@@ -51,8 +51,11 @@ struct Txn {
     page_in_block: u32,
     ppa: u32,
     array_ns: u64,
-    /// Pages that cross the channel (0 for copyback).
-    transfers: u32,
+    /// Pages that cross the channel (0 for copyback; at most a wordline's).
+    transfers: u16,
+    /// The codewords a host read wants of its page, when fewer than all: only they cross the
+    /// channel. 0: `transfers` whole pages.
+    codewords: u16,
     /// Pages whose codewords are decoded after the transfer (host reads).
     decode_pages: u32,
     /// Bytes this read sends to the host.
@@ -149,7 +152,7 @@ enum Event {
     /// Background GC may start on `die` if it has stayed idle.
     IdleGc { die: u32 },
     /// The pages of read group `leader` are in `die`'s register: their data wants the channel.
-    Sensed { die: u32, leader: u32, pages: u32 },
+    Sensed { die: u32, leader: u32, xfer_ns: u32 },
     /// Channel `channel` may be free for the next waiting transfer.
     ChannelFree { channel: u32 },
 }
@@ -238,7 +241,7 @@ pub(crate) struct Engine {
     #[cfg(debug_assertions)]
     programs_since_erase: Vec<u32>,
     /// Scratch list of a host read's (page, bytes): no allocation per read.
-    scratch_pages: Vec<(u32, u64)>,
+    scratch_pages: Vec<(u32, u64, u32)>,
     /// The run will issue no more requests: no new background GC steps (the run ends with
     /// its last completion, and work after it would belong to no request of the run).
     source_done: bool,
@@ -454,6 +457,26 @@ pub(crate) fn slab_insert<T>(items: &mut Vec<T>, free: &mut Vec<u32>, item: T) -
     }
 }
 
+impl Txn {
+    /// Its time on the channel, given a page's and a part's by codewords.
+    #[inline]
+    fn xfer_ns(&self, page_xfer_ns: u64, codeword_transfer_ns: &[u64]) -> u64 {
+        match self.codewords {
+            0 => self.transfers as u64 * page_xfer_ns,
+            k => codeword_transfer_ns[k as usize],
+        }
+    }
+
+    /// The data bytes it moves over the channel, given the page and codeword sizes.
+    #[inline]
+    fn bytes_transferred(&self, page_bytes: u64, codeword_bytes: u64) -> u64 {
+        match self.codewords {
+            0 => self.transfers as u64 * page_bytes,
+            k => k as u64 * codeword_bytes,
+        }
+    }
+}
+
 fn txn(kind: TxnKind, class: TxnClass, array_ns: u64) -> Txn {
     Txn {
         kind,
@@ -464,6 +487,7 @@ fn txn(kind: TxnKind, class: TxnClass, array_ns: u64) -> Txn {
         ppa: 0,
         array_ns,
         transfers: 0,
+        codewords: 0,
         decode_pages: 0,
         host_bytes: 0,
         request: NONE,
@@ -694,12 +718,14 @@ impl Device {
         let mut planes_used = 1u64 << (lt.plane % 64);
         let mut tail = leader;
         let mut array_ns = lt.array_ns;
-        let mut transfers = lt.transfers;
+        let mut transfers = lt.transfers as u32;
+        let mut bus_ns = lt.xfer_ns(xfer_ns, &self.derived.codeword_transfer_ns);
         if let Some((last, joined)) = melded {
             tail = last;
             members = joined;
             array_ns = self.derived.melded_read_ns;
             transfers = self.geo.bits_per_cell;
+            bus_ns = transfers as u64 * xfer_ns;
         } else if lt.kind != TxnKind::Erase
             && lt.moves == 0
             && lt.decode_pages <= 1
@@ -726,7 +752,8 @@ impl Device {
                     tail = id;
                     members += 1;
                     array_ns = array_ns.max(t.array_ns);
-                    transfers += t.transfers;
+                    transfers += t.transfers as u32;
+                    bus_ns += t.xfer_ns(xfer_ns, &self.derived.codeword_transfer_ns);
                     continue;
                 }
                 i += 1;
@@ -771,11 +798,9 @@ impl Device {
         // (`channel`): until then the end is an estimate and no end event is scheduled.
         let awaiting_channel = transfers > 0 && (lt.kind == TxnKind::Program || !cache_read);
         let (die_free, array_start) = match lt.kind {
-            TxnKind::Read if transfers > 0 && !cache_read => {
-                (now + array_ns + transfers as u64 * xfer_ns, now)
-            }
+            TxnKind::Read if transfers > 0 && !cache_read => (now + array_ns + bus_ns, now),
             TxnKind::Program if transfers > 0 => {
-                let data_in = now + transfers as u64 * xfer_ns;
+                let data_in = now + bus_ns;
                 (data_in + array_ns, data_in)
             }
             _ => (now + array_ns, now),
@@ -802,7 +827,7 @@ impl Device {
                 Event::Sensed {
                     die,
                     leader,
-                    pages: transfers,
+                    xfer_ns: bus_ns as u32,
                 },
             );
         }
@@ -812,7 +837,7 @@ impl Device {
             self.programs_started(leader);
         }
         if lt.kind == TxnKind::Program && transfers > 0 {
-            self.request_channel(die, leader, transfers, array_ns);
+            self.request_channel(die, leader, bus_ns as u32, array_ns);
         } else if lt.kind != TxnKind::Read {
             self.suspend_for_waiting_reads(die);
         }
@@ -922,10 +947,15 @@ impl Device {
                 let mut retries = 0;
                 let mut extra = 0;
                 let mut bad = false;
+                // The codewords that crossed: those wanted, or every page's.
+                let codewords = match t.codewords {
+                    0 => self.derived.codewords_per_page,
+                    k => k as u32,
+                };
                 for _ in 0..t.decode_pages {
                     let outcome = ecc::decode_page(
                         &self.config.ecc,
-                        self.derived.codewords_per_page,
+                        codewords,
                         self.ftl.erase_count_of(t.ppa),
                         &mut self.rng,
                     );
@@ -957,7 +987,9 @@ impl Device {
                     self.count_gc_busy(t.array_ns, t.background);
                 }
                 self.flash.array_reads += t.decode_pages as u64;
-                self.flash.bytes_transferred += t.transfers as u64 * self.page_size() as u64;
+                let codeword = self.config.ecc.codeword_bytes as u64;
+                self.flash.bytes_transferred +=
+                    t.bytes_transferred(self.page_size() as u64, codeword);
                 self.enqueue_at(id, now + self.derived.decode_ns);
             } else {
                 self.complete_txn(id);
@@ -1209,7 +1241,11 @@ impl Device {
             Event::ReadDone { leader } => self.read_done(leader),
             Event::Enqueue { txn } => self.enqueue_at(txn, time),
             Event::IdleGc { die } => self.idle_gc(die)?,
-            Event::Sensed { die, leader, pages } => self.sensed(die, leader, pages),
+            Event::Sensed {
+                die,
+                leader,
+                xfer_ns,
+            } => self.sensed(die, leader, xfer_ns),
             Event::ChannelFree { channel } => self.channel_free(channel),
         }
         Ok(())

@@ -143,6 +143,8 @@ struct PageTxn {
     plane: u32,
     ppa: u32,
     ready_ns: u64,
+    /// The codewords the host wants of the page (capped at the page's when it is read).
+    codewords: u32,
 }
 
 /// SEA-SSD hints received, honoured or not (the `received` figures of `ssd.sea`).
@@ -884,21 +886,50 @@ impl Device {
 
     /// Read one page from the array for the host (or for read-modify-write), with error
     /// sampling and read retries. Returns (time the decoded data is ready, uncorrectable).
-    fn host_read_page(&mut self, ppa: u32, ready_ns: u64) -> (u64, bool) {
+    fn host_read_page(&mut self, ppa: u32, ready_ns: u64, codewords: u32) -> (u64, bool) {
         let die = self.geo.die_of(ppa);
         let t_read = self.derived.read_ns[self.geo.page_type(ppa) as usize];
-        let xfer = self.derived.page_transfer_ns;
+        let codewords = codewords.min(self.derived.codewords_per_page);
+        let xfer = self.derived.codeword_transfer_ns[codewords as usize];
         let r = self.timeline.read(die, ready_ns, t_read, 1, xfer);
         self.note_wait(r.array_start_ns, ready_ns);
-        self.count_host_read(1, t_read + xfer);
+        self.count_host_read_codewords(codewords, t_read + xfer);
         self.work.first_ppa.get_or_insert(ppa);
-        self.decode(ppa, die, t_read, r.end_ns)
+        self.decode_codewords(ppa, die, t_read, r.end_ns, codewords)
+    }
+
+    /// The codewords of a mapping unit that bytes `lo..hi` of it touch (a unit starts on a
+    /// codeword boundary of its page; a unit smaller than a codeword takes one).
+    #[inline]
+    pub(super) fn unit_codewords(&self, lo: u64, hi: u64) -> u32 {
+        if lo == 0 && hi == self.unit_bytes {
+            return self.derived.unit_codewords;
+        }
+        self.part_codewords(lo, hi)
+    }
+
+    #[cold]
+    fn part_codewords(&self, lo: u64, hi: u64) -> u32 {
+        let codeword = self.config.ecc.codeword_bytes as u64;
+        if self.unit_bytes <= codeword || hi <= lo {
+            return self.derived.unit_codewords;
+        }
+        ((hi - 1) / codeword - lo / codeword + 1) as u32
     }
 
     /// The request's operation waited from `ready_ns` until `start_ns` for its die or channel.
     #[inline]
     fn note_wait(&mut self, start_ns: u64, ready_ns: u64) {
         self.work.queue_ns = self.work.queue_ns.max(start_ns.saturating_sub(ready_ns));
+    }
+
+    /// Count a host read of one page of which `codewords` cross the channel and are decoded.
+    pub(super) fn count_host_read_codewords(&mut self, codewords: u32, flash_ns: u64) {
+        self.flash.array_reads += 1;
+        self.flash.bytes_transferred += codewords as u64 * self.config.ecc.codeword_bytes as u64;
+        self.flash.codewords_decoded += codewords as u64;
+        self.work.reads += 1;
+        self.work.flash_ns += flash_ns;
     }
 
     pub(super) fn count_host_read(&mut self, pages: u32, flash_ns: u64) {
@@ -913,22 +944,31 @@ impl Device {
     /// it on `die`.
     #[inline]
     fn decode(&mut self, ppa: u32, die: u32, t_read: u64, transferred_ns: u64) -> (u64, bool) {
+        let all = self.derived.codewords_per_page;
+        self.decode_codewords(ppa, die, t_read, transferred_ns, all)
+    }
+
+    /// [`Device::decode`] of the first `codewords` of the page (those that crossed).
+    #[inline]
+    fn decode_codewords(
+        &mut self,
+        ppa: u32,
+        die: u32,
+        t_read: u64,
+        transferred_ns: u64,
+        codewords: u32,
+    ) -> (u64, bool) {
         if self.flex {
             return self.flex_decode(ppa, transferred_ns);
         }
         let mut done = transferred_ns + self.derived.decode_ns;
         if self.config.ecc.rber_base > 0.0 {
             let erases = self.ftl.erase_count_of(ppa);
-            let outcome = ecc::decode_page(
-                &self.config.ecc,
-                self.derived.codewords_per_page,
-                erases,
-                &mut self.rng,
-            );
-            let xfer = self.derived.page_transfer_ns;
+            let outcome = ecc::decode_page(&self.config.ecc, codewords, erases, &mut self.rng);
+            let xfer = self.derived.codeword_transfer_ns[codewords as usize];
             for _ in 0..outcome.retries {
                 let r = self.timeline.read(die, done, t_read, 1, xfer);
-                self.count_host_read(1, t_read + xfer);
+                self.count_host_read_codewords(codewords, t_read + xfer);
                 done = r.end_ns + self.derived.decode_ns;
             }
             done += outcome.extra_decode_ns;
@@ -985,8 +1025,10 @@ impl Device {
                 immediate_bytes += hi - lo;
                 continue;
             };
+            let codewords = self.unit_codewords(lo, hi);
             // Units of one page read once (a sequentially written range).
-            if self.txns.last().is_some_and(|t| t.ppa == ppa) {
+            if let Some(last) = self.txns.last_mut().filter(|t| t.ppa == ppa) {
+                last.codewords += codewords;
                 continue;
             }
             self.txns.push(PageTxn {
@@ -995,6 +1037,7 @@ impl Device {
                 plane: self.geo.plane_of(ppa),
                 ppa,
                 ready_ns: ready,
+                codewords,
             });
         }
         if immediate_bytes > 0 {
@@ -1006,11 +1049,14 @@ impl Device {
         self.merge_repeated_pages(
             &mut txns,
             |t| t.ppa,
-            |kept, t| kept.ready_ns = kept.ready_ns.max(t.ready_ns),
+            |kept, t| {
+                kept.ready_ns = kept.ready_ns.max(t.ready_ns);
+                kept.codewords += t.codewords;
+            },
         );
         if txns.len() == 1 {
             let t = txns[0];
-            let (done, bad) = self.host_read_page(t.ppa, t.ready_ns);
+            let (done, bad) = self.host_read_page(t.ppa, t.ready_ns, t.codewords);
             uncorrectable |= bad;
             let bytes = req.length - immediate_bytes;
             self.groups.push((done, bytes));
@@ -1111,7 +1157,8 @@ impl Device {
         while let Some(j) = next_multi_plane_group(&mut rest, i) {
             let n = (j - i) as u32;
             if n == 1 {
-                let (done, bad) = self.host_read_page(rest[i].ppa, rest[i].ready_ns);
+                let t = rest[i];
+                let (done, bad) = self.host_read_page(t.ppa, t.ready_ns, t.codewords);
                 uncorrectable |= bad;
                 self.groups.push((done, per_page_bytes));
             } else {
@@ -1121,16 +1168,29 @@ impl Device {
                     .max()
                     .unwrap_or(0);
                 let ready = rest[i..j].iter().map(|t| t.ready_ns).max();
+                let all = self.derived.codewords_per_page;
+                for t in &mut rest[i..j] {
+                    t.codewords = t.codewords.min(all);
+                }
+                // Each plane's page moves only the codewords wanted of it.
+                let bus_ns: u64 = rest[i..j]
+                    .iter()
+                    .map(|t| self.derived.codeword_transfer_ns[t.codewords as usize])
+                    .sum();
                 let r = self
                     .timeline
-                    .read(rest[i].die, ready.unwrap_or(start), t_read, n, xfer);
+                    .read(rest[i].die, ready.unwrap_or(start), t_read, 1, bus_ns);
                 self.note_wait(r.array_start_ns, start);
                 self.flash.multi_plane_ops += 1;
-                self.count_host_read(n, t_read + xfer * n as u64);
+                for t in &rest[i..j] {
+                    self.count_host_read_codewords(t.codewords, 0);
+                }
+                self.work.flash_ns += t_read + bus_ns;
                 self.work.first_ppa.get_or_insert(rest[i].ppa);
                 let mut done = r.end_ns + self.derived.decode_ns;
                 for t in &rest[i..j] {
-                    let (d, bad) = self.decode(t.ppa, t.die, t_read, r.end_ns);
+                    let (d, bad) =
+                        self.decode_codewords(t.ppa, t.die, t_read, r.end_ns, t.codewords);
                     done = done.max(d);
                     uncorrectable |= bad;
                 }
@@ -1190,7 +1250,9 @@ impl Device {
             // Write-through, a read-modify-write waits for the old data it merges with.
             let mut merged = arrive;
             if let Some(old) = self.rmw_source(outcome, hi - lo, start) {
-                let (done, _) = self.host_read_page(old, start);
+                // The whole page, as the engine's read-modify-write reads it.
+                let all = self.derived.codewords_per_page;
+                let (done, _) = self.host_read_page(old, start, all);
                 self.flash.rmw_reads += 1;
                 ready = ready.max(done);
                 if buffer_pages == 0 {
@@ -1301,6 +1363,7 @@ impl Device {
             plane: self.geo.plane_of(ppa),
             ppa,
             ready_ns,
+            codewords: self.derived.codewords_per_page,
         });
     }
 

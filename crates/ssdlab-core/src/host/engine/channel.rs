@@ -24,8 +24,8 @@ pub(super) struct Transfer {
     leader: u32,
     kind: TxnKind,
     class: TxnClass,
-    /// Pages that cross.
-    pages: u32,
+    /// Time on the bus: its pages, or the codewords a host read wants of its page.
+    xfer_ns: u32,
     /// A program's array time after its data is in (0 for reads).
     array_ns: u64,
     ready_ns: u64,
@@ -69,7 +69,7 @@ impl ChannelQueue {
 impl Device {
     /// The operation `leader` just started on `die` needs the channel now (a program's data
     /// in) or at `ready_ns` (a read's data out, once sensed: called from its `Sensed` event).
-    pub(super) fn request_channel(&mut self, die: u32, leader: u32, pages: u32, array_ns: u64) {
+    pub(super) fn request_channel(&mut self, die: u32, leader: u32, xfer_ns: u32, array_ns: u64) {
         let channel = self.geo.channel_of_die(die) as usize;
         let e = self.engine();
         let now = e.now_ns;
@@ -79,7 +79,7 @@ impl Device {
             leader,
             kind: t.kind,
             class: t.class,
-            pages,
+            xfer_ns,
             array_ns,
             ready_ns: now,
             seq: e.channel_seq,
@@ -140,11 +140,10 @@ impl Device {
     /// Give the channel to `t` from now: a program's array phase starts when its data is in,
     /// a read's data is on the controller when its data is out.
     fn grant(&mut self, channel: usize, t: Transfer) {
-        let xfer_ns = self.derived.page_transfer_ns;
         let cache_read = self.config.channel.cache_read;
         let e = self.engine();
         let now = e.now_ns;
-        let end = now + t.pages as u64 * xfer_ns;
+        let end = now + t.xfer_ns as u64;
         e.channel_free_ns[channel] = end;
         let d = t.die as usize;
         // The die's operation ends with the transfer (a read without cache read) or with the
@@ -169,15 +168,16 @@ impl Device {
             }
             None => e.schedule(end, Event::ReadDone { leader: t.leader }),
         }
-        self.timeline.channel_busy_ns += t.pages as u64 * xfer_ns;
+        self.timeline.channel_busy_ns += t.xfer_ns as u64;
         if t.kind == TxnKind::Program {
             // Its array phase has a start now: reads waiting at the die may suspend it.
             self.suspend_for_waiting_reads(t.die);
         }
     }
 
-    /// A read's `pages` are sensed into the die's register: their data asks for the channel.
-    pub(super) fn sensed(&mut self, die: u32, leader: u32, pages: u32) {
-        self.request_channel(die, leader, pages, 0);
+    /// A read's pages are sensed into the die's register: their data (`xfer_ns` of it) asks
+    /// for the channel.
+    pub(super) fn sensed(&mut self, die: u32, leader: u32, xfer_ns: u32) {
+        self.request_channel(die, leader, xfer_ns, 0);
     }
 }

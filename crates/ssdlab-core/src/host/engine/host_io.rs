@@ -97,7 +97,7 @@ impl Device {
         self.learn_read_group(first_unit, units);
         let unit_bytes = self.unit_bytes;
         let bits = self.geo.bits_per_cell as usize;
-        // (page, bytes wanted from it); units of one page are read once.
+        // (page, bytes wanted from it, codewords they take); units of one page are read once.
         let mut mapped = std::mem::take(&mut self.engine().scratch_pages);
         mapped.clear();
         let mut immediate_bytes = 0;
@@ -130,9 +130,13 @@ impl Device {
                 immediate_bytes += hi - lo;
                 continue;
             };
+            let codewords = self.unit_codewords(lo, hi);
             match mapped.last_mut() {
-                Some((last, bytes)) if *last == ppa => *bytes += hi - lo,
-                _ => mapped.push((ppa, hi - lo)),
+                Some((last, bytes, words)) if *last == ppa => {
+                    *bytes += hi - lo;
+                    *words += codewords;
+                }
+                _ => mapped.push((ppa, hi - lo, codewords)),
             }
         }
         if immediate_bytes > 0 {
@@ -144,36 +148,50 @@ impl Device {
         }
         let melding = self.config.host.melded_reads != MeldedReads::Off && bits > 1;
         // Each page once, with the bytes wanted from all its units.
-        self.merge_repeated_pages(&mut mapped, |&(ppa, _)| ppa, |kept, unit| kept.1 += unit.1);
+        self.merge_repeated_pages(
+            &mut mapped,
+            |&(ppa, _, _)| ppa,
+            |kept, unit| {
+                kept.1 += unit.1;
+                kept.2 += unit.2;
+            },
+        );
         if melding && mapped.len() > 1 {
-            mapped.sort_unstable_by_key(|&(ppa, _)| ppa);
+            mapped.sort_unstable_by_key(|&(ppa, _, _)| ppa);
         }
         let mut i = 0;
         while i < mapped.len() {
             let ppa = mapped[i].0;
             let (n, meld) = if melding {
-                self.wordline_run(&mapped, i, |&(p, _)| p)
+                self.wordline_run(&mapped, i, |&(p, _, _)| p)
             } else {
                 (1, false)
             };
-            let (array_ns, n, transfers) = if meld {
+            let all = self.derived.codewords_per_page;
+            let (array_ns, n, transfers, codewords) = if meld {
                 self.count_melded_read(n as u32);
-                (self.derived.melded_read_ns, n, bits)
+                (self.derived.melded_read_ns, n, bits, all)
             } else {
                 let array_ns = self.derived.read_ns[self.geo.page_type(ppa) as usize];
-                self.count_host_read(1, array_ns + self.derived.page_transfer_ns);
-                (array_ns, 1, 1)
+                // Only the codewords wanted cross the channel (NAND's random data out).
+                let codewords = mapped[i].2.min(all);
+                let xfer = self.derived.codeword_transfer_ns[codewords as usize];
+                self.count_host_read_codewords(codewords, array_ns + xfer);
+                (array_ns, 1, 1, codewords)
             };
-            let host_bytes: u64 = mapped[i..i + n].iter().map(|&(_, b)| b).sum();
+            let host_bytes: u64 = mapped[i..i + n].iter().map(|&(_, b, _)| b).sum();
             let mut t = self.at_page(txn(TxnKind::Read, TxnClass::HostRead, array_ns), ppa);
-            t.transfers = transfers as u32;
+            t.transfers = transfers as u16;
+            if codewords < all {
+                t.codewords = codewords as u16;
+            }
             t.decode_pages = n as u32;
             t.host_bytes = host_bytes;
             t.request = slot;
             self.work.first_ppa.get_or_insert(ppa);
             let mut ready = start;
             for &(page, at, last) in chains.iter() {
-                if mapped[i..i + n].iter().any(|&(p, _)| p == page) {
+                if mapped[i..i + n].iter().any(|&(p, _, _)| p == page) {
                     ready = ready.max(at);
                     if last != NONE {
                         t.gates += 1;
@@ -187,7 +205,7 @@ impl Device {
             e.queued_work_ns[t.die as usize] += array_ns;
             e.request(slot).pending += 1;
             for &(page, _, last) in chains.iter() {
-                if last != NONE && mapped[i..i + n].iter().any(|&(p, _)| p == page) {
+                if last != NONE && mapped[i..i + n].iter().any(|&(p, _, _)| p == page) {
                     e.txns[last as usize].next = id;
                 }
             }
