@@ -893,7 +893,7 @@ impl Device {
         let xfer = self.derived.codeword_transfer_ns[codewords as usize];
         let r = self.timeline.read(die, ready_ns, t_read, 1, xfer);
         self.note_wait(r.array_start_ns, ready_ns);
-        self.count_host_read_codewords(codewords, t_read + xfer);
+        self.count_host_read_codewords(1, codewords, t_read + xfer);
         self.work.first_ppa.get_or_insert(ppa);
         self.decode_codewords(ppa, die, t_read, r.end_ns, codewords)
     }
@@ -923,21 +923,20 @@ impl Device {
         self.work.queue_ns = self.work.queue_ns.max(start_ns.saturating_sub(ready_ns));
     }
 
-    /// Count a host read of one page of which `codewords` cross the channel and are decoded.
-    pub(super) fn count_host_read_codewords(&mut self, codewords: u32, flash_ns: u64) {
-        self.flash.array_reads += 1;
+    /// Count host reads of `pages` pages of which `codewords` in all cross the channel and are
+    /// decoded.
+    pub(super) fn count_host_read_codewords(&mut self, pages: u32, codewords: u32, flash_ns: u64) {
+        self.flash.array_reads += pages as u64;
         self.flash.bytes_transferred += codewords as u64 * self.config.ecc.codeword_bytes as u64;
         self.flash.codewords_decoded += codewords as u64;
-        self.work.reads += 1;
+        self.work.reads += pages;
         self.work.flash_ns += flash_ns;
     }
 
+    /// Count host reads of `pages` whole pages.
     pub(super) fn count_host_read(&mut self, pages: u32, flash_ns: u64) {
-        self.flash.array_reads += pages as u64;
-        self.flash.bytes_transferred += pages as u64 * self.page_size() as u64;
-        self.flash.codewords_decoded += pages as u64 * self.derived.codewords_per_page as u64;
-        self.work.reads += pages;
-        self.work.flash_ns += flash_ns;
+        let codewords = pages * self.derived.codewords_per_page;
+        self.count_host_read_codewords(pages, codewords, flash_ns);
     }
 
     /// ECC decode of a page whose data left the die at `transferred_ns`; read retries re-sense
@@ -968,7 +967,7 @@ impl Device {
             let xfer = self.derived.codeword_transfer_ns[codewords as usize];
             for _ in 0..outcome.retries {
                 let r = self.timeline.read(die, done, t_read, 1, xfer);
-                self.count_host_read_codewords(codewords, t_read + xfer);
+                self.count_host_read_codewords(1, codewords, t_read + xfer);
                 done = r.end_ns + self.derived.decode_ns;
             }
             done += outcome.extra_decode_ns;
@@ -1182,10 +1181,8 @@ impl Device {
                     .read(rest[i].die, ready.unwrap_or(start), t_read, 1, bus_ns);
                 self.note_wait(r.array_start_ns, start);
                 self.flash.multi_plane_ops += 1;
-                for t in &rest[i..j] {
-                    self.count_host_read_codewords(t.codewords, 0);
-                }
-                self.work.flash_ns += t_read + bus_ns;
+                let codewords = rest[i..j].iter().map(|t| t.codewords).sum();
+                self.count_host_read_codewords(n, codewords, t_read + bus_ns);
                 self.work.first_ppa.get_or_insert(rest[i].ppa);
                 let mut done = r.end_ns + self.derived.decode_ns;
                 for t in &rest[i..j] {

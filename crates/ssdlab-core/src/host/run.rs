@@ -638,28 +638,35 @@ impl Device {
         stats.service.record(clat - queue);
     }
 
+    /// A closed-loop job fills its queue at the present.
+    #[inline(always)]
+    fn fill_closed(&mut self, run: &mut RunState) -> Result<(), DeviceError> {
+        while run.in_flight.len() < run.queue_depth && self.fill_lookahead(run)? {
+            // Issued where it waits in the lookahead: a request is 72 bytes, and copying it
+            // out costs more than the borrow.
+            let now = self.now_ns;
+            let RunState {
+                lookahead,
+                in_flight,
+                job,
+                seq,
+                slot_base,
+                ..
+            } = &mut *run;
+            let req = lookahead.front().expect("a request in the lookahead");
+            let issued = self.issue((in_flight, job, seq, *slot_base), req, now, now);
+            lookahead.pop_front();
+            issued?;
+        }
+        Ok(())
+    }
+
     fn step_run(&mut self, run: &mut RunState, max_completions: u64) -> Result<(), DeviceError> {
         let target = run.completed + max_completions;
         while run.completed < target {
             match run.pacing {
                 Loop::Closed => {
-                    while run.in_flight.len() < run.queue_depth && self.fill_lookahead(run)? {
-                        // Issued where it waits in the lookahead: a request is 72 bytes, and
-                        // copying it out costs more than the borrow.
-                        let now = self.now_ns;
-                        let RunState {
-                            lookahead,
-                            in_flight,
-                            job,
-                            seq,
-                            slot_base,
-                            ..
-                        } = &mut *run;
-                        let req = lookahead.front().expect("a request in the lookahead");
-                        let issued = self.issue((in_flight, job, seq, *slot_base), req, now, now);
-                        lookahead.pop_front();
-                        issued?;
-                    }
+                    self.fill_closed(run)?;
                     if !self.retire(run)? {
                         return Ok(());
                     }

@@ -176,7 +176,7 @@ impl Device {
                 // Only the codewords wanted cross the channel (NAND's random data out).
                 let codewords = mapped[i].2.min(all);
                 let xfer = self.derived.codeword_transfer_ns[codewords as usize];
-                self.count_host_read_codewords(codewords, array_ns + xfer);
+                self.count_host_read_codewords(1, codewords, array_ns + xfer);
                 (array_ns, 1, 1, codewords)
             };
             let host_bytes: u64 = mapped[i..i + n].iter().map(|&(_, b, _)| b).sum();
