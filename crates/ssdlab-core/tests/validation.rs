@@ -1190,6 +1190,64 @@ mod mapping_units {
         assert!(out == image, "read back differs from what was written");
     }
 
+    /// With a write-back buffer the event engine also merges a write into its unit's copy in a
+    /// full page whose program has not started: 1 KiB sequential writes then program what
+    /// they bring (WAF 1), where write-through rewrites each page's last unit (the test
+    /// above); the page's program waits for the data merged into it.
+    #[test]
+    fn a_write_back_buffer_absorbs_writes_into_pages_not_yet_programmed() {
+        let units = 64u64;
+        let writes = 4 * units;
+        let requests = || -> Vec<HostRequest> {
+            (0..writes)
+                .map(|k| HostRequest::new(Op::Write, k * 1024, 1024))
+                .collect()
+        };
+        let scheduler = ("controller.scheduler", "priority");
+        let mut dev = packed(&[scheduler, ("controller.write_buffer_pages", "4")]);
+        closed_run(&mut dev, requests(), 1);
+        let flash = dev.flash_counters();
+        assert_eq!((flash.programs, flash.rmw_reads), (units / 4, 0));
+        let ssd = dev.ssd_json();
+        assert_eq!(ssd["waf"], 1.0);
+        // Each unit took one slot; its other three writes merged.
+        assert_eq!(ssd["buffer_merged_units"], writes - units);
+        let mut through = packed(&[scheduler]);
+        closed_run(&mut through, requests(), 1);
+        let waf = through.ssd_json()["waf"].as_f64().unwrap();
+        assert!(
+            waf > 1.3,
+            "write-through rewrites a unit per page: WAF {waf}"
+        );
+
+        // A full page queued behind a busy die takes a rewrite of one of its units, and starts
+        // no earlier than that write's data is in. The first page (LSB) programs from its
+        // arrival; the second page queues behind it; a rewrite of its first unit arrives just
+        // before the die is free, so the second page (CSB) waits for that data; a flush waits
+        // for both pages.
+        let mut dev = packed(&[scheduler, ("controller.write_buffer_pages", "4")]);
+        let at = |op: Op, offset: u64, len: u64, t: u64| {
+            let mut r = HostRequest::new(op, offset, len);
+            r.arrival_ns = Some(t);
+            r
+        };
+        let first_done = 4 * LINK_4K + ENCODE + XFER_16K + LSB_PROGRAM;
+        let rewrite = first_done - 500;
+        let requests = vec![
+            at(Op::Write, 0, 16384, 0),
+            at(Op::Write, 16384, 16384, 10_000),
+            at(Op::Write, 16384, 4096, rewrite),
+            at(Op::Flush, 0, 0, rewrite + 100),
+        ];
+        let durations = super::scheduling::open_run(&mut dev, requests);
+        assert_eq!(dev.flash_counters().programs, 2, "{durations:?}");
+        assert_eq!(dev.ssd_json()["buffer_merged_units"], 1);
+        // The rewrite is done once its data is in the buffer.
+        assert_eq!(durations[2], LINK_4K);
+        let second_done = rewrite + LINK_4K + ENCODE + XFER_16K + CSB_PROGRAM;
+        assert_eq!(durations[3], second_done - (rewrite + 100));
+    }
+
     #[test]
     fn a_sub_unit_write_into_a_page_whose_program_is_not_done_merges_without_a_read() {
         // Unit 1's page is full and programming (500 us) when 1 KiB of unit 1 arrives: the old

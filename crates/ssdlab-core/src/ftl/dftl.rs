@@ -507,6 +507,11 @@ impl Ftl for DftlFtl {
         Ok(outcome)
     }
 
+    fn merge_into_buffered(&mut self, write: &UnitWrite, current: u32) -> WriteOutcome {
+        // As a hit in the filling page: found by the buffer's own index, no entry touched.
+        self.inner.merge_into(write, current)
+    }
+
     fn host_page_filling(&self, plane: u32, handle: u32) -> bool {
         self.inner.host_page_filling(plane, handle)
     }

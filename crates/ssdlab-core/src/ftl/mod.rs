@@ -172,6 +172,12 @@ pub trait Ftl: Send {
     /// goes into `ops`.
     fn write(&mut self, write: UnitWrite, ops: &mut Vec<FlashOp>)
         -> Result<WriteOutcome, FtlError>;
+    /// A write whose unit's current copy, physical unit `current`, is in a host page still in
+    /// the controller's write buffer (its program made and not started, as the caller knows):
+    /// it merges into that copy, as a controller's buffer absorbs an overwrite. The mapping
+    /// does not change (a cached-mapping FTL loads and dirties no entry); counted as a host
+    /// write merged in the buffer.
+    fn merge_into_buffered(&mut self, write: &UnitWrite, current: u32) -> WriteOutcome;
     /// Does the host frontier of (`plane`, `handle`) have a partly filled page?
     fn host_page_filling(&self, plane: u32, handle: u32) -> bool;
     /// Units the host frontier of (`plane`, `handle`) has written into its open block (0 with

@@ -452,14 +452,20 @@ impl PageMapFtl {
         if current == NONE || !self.in_filling_host_page(current, write.handle) {
             return None;
         }
+        Some(self.merge_into(write, current))
+    }
+
+    /// `write` merged into its unit's copy at `current`, in the controller's memory.
+    #[inline]
+    pub fn merge_into(&mut self, write: &UnitWrite, current: u32) -> WriteOutcome {
         self.count_host_write(self.block_of_unit(current), write);
         self.counters.buffer_merged_units += 1;
-        Some(WriteOutcome {
+        WriteOutcome {
             old: Some(current),
             new: current,
             opens_page: false,
             fills_page: false,
-        })
+        }
     }
 
     /// The counters of a host unit write that landed in `block` (a new slot or a merge).
@@ -1153,6 +1159,10 @@ impl Ftl for PageMapFtl {
         ops: &mut Vec<FlashOp>,
     ) -> Result<WriteOutcome, FtlError> {
         self.write_unit(write, true, ops)
+    }
+
+    fn merge_into_buffered(&mut self, write: &UnitWrite, current: u32) -> WriteOutcome {
+        self.merge_into(write, current)
     }
 
     #[inline]

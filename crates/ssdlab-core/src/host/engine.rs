@@ -23,7 +23,7 @@
 use super::{page_span, Device, DeviceError};
 use crate::config::MeldedReads;
 use crate::ecc;
-use crate::ftl::{FlashOp, UnitWrite};
+use crate::ftl::{FlashOp, UnitWrite, WriteOutcome};
 use crate::nand::die::{ActiveOp, Die};
 use crate::nand::timing::Timeline;
 use crate::request::{HostRequest, Op};
@@ -209,6 +209,9 @@ pub(crate) struct Engine {
     buffer_used: u32,
     buffer_next_id: u64,
     buffer_outstanding: BTreeSet<u64>,
+    /// Host pages in the write buffer whose program has not started, by page: a write to a
+    /// unit of one merges into it (its data is still in the controller's memory).
+    buffered_programs: BTreeMap<u32, u32>,
     /// Host pages waiting for a buffer slot: (program txn, request slot, data arrival).
     buffer_waiting: VecDeque<(u32, u32, u64)>,
     /// Flushes waiting for buffered programs: (first buffer id not covered, request slot).
@@ -302,6 +305,7 @@ impl Engine {
             buffer_used: 0,
             buffer_next_id: 0,
             buffer_outstanding: BTreeSet::new(),
+            buffered_programs: BTreeMap::new(),
             buffer_waiting: VecDeque::new(),
             flushes: Vec::new(),
             bg_plane_cursor: vec![0; dies],
@@ -427,6 +431,7 @@ impl Engine {
         &mut self.requests[slot as usize]
     }
 
+    #[inline]
     fn part_done(&mut self, slot: u32, time_ns: u64) {
         let r = &mut self.requests[slot as usize];
         r.complete_ns = r.complete_ns.max(time_ns);
@@ -878,6 +883,10 @@ impl Device {
             let t = self.engine().txns[id as usize];
             let block = self.geo.block_of(t.ppa) as usize;
             let e = self.engine();
+            if t.buffer_id.is_some() && !e.buffered_programs.is_empty() {
+                // Its data is on its way to the die: later writes of its units go elsewhere.
+                e.buffered_programs.remove(&t.ppa);
+            }
             e.block_work[block].unstarted_programs -= 1;
             if e.block_work[block].unstarted_programs == 0
                 && e.block_work[block].erase_blocked != NONE
@@ -1239,7 +1248,12 @@ impl Device {
         match event {
             Event::DieFree { die, generation } => self.die_free(die, generation),
             Event::ReadDone { leader } => self.read_done(leader),
-            Event::Enqueue { txn } => self.enqueue_at(txn, time),
+            Event::Enqueue { txn } => {
+                // Not before its data is in: a write merged into a buffered page since this
+                // arrival was scheduled may have moved that later.
+                let ready = self.engine().txns[txn as usize].not_before_ns;
+                self.enqueue_at(txn, time.max(ready))
+            }
             Event::IdleGc { die } => self.idle_gc(die)?,
             Event::Sensed {
                 die,

@@ -261,19 +261,24 @@ impl Device {
             let unit = first_unit + i;
             let (lo, hi) = page_span(req, unit, unit_bytes);
             let arrive = self.host_data_in(start, hi - lo);
+            let write = UnitWrite {
+                unit,
+                handle,
+                plane: 0,
+                now_ns: start,
+                host_bytes: (hi - lo) as u32,
+            };
+            if let Some(outcome) = self.merge_into_buffered_page(&write, arrive + encode) {
+                self.note_read_group_written(&req.hint, unit, outcome.new);
+                self.store_unit_write(req, unit, (lo, hi), outcome, None);
+                let r = self.engine().request(slot);
+                r.complete_ns = r.complete_ns.max(arrive);
+                continue;
+            }
             let plane = self.host_plane_for(&req.hint, unit, handle, start);
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
-            let outcome = self.ftl.write(
-                UnitWrite {
-                    unit,
-                    handle,
-                    plane,
-                    now_ns: start,
-                    host_bytes: (hi - lo) as u32,
-                },
-                &mut ops,
-            );
+            let outcome = self.ftl.write(UnitWrite { plane, ..write }, &mut ops);
             // Foreground GC: this write waits for it (throttling by the shortage).
             let (mapping_ready, last) = self.host_write_work_to_txns(&ops, start, slot);
             self.ops = ops;
@@ -325,6 +330,7 @@ impl Device {
             let e = self.engine();
             if buffer_pages > 0 {
                 e.txns[p as usize].buffer_id = Some(e.buffer_next_id);
+                e.buffered_programs.insert(ppa, p);
                 e.buffer_outstanding.insert(e.buffer_next_id);
                 e.buffer_next_id += 1;
                 if e.buffer_used < buffer_pages {
@@ -345,6 +351,41 @@ impl Device {
             self.release(p, arrive + encode);
         }
         Ok(())
+    }
+
+    /// A write-back buffer absorbs overwrites: a unit whose copy is in a host page still in the
+    /// buffer (its program made and not started, of the write's own handle) takes the write's
+    /// data there. The page's program then starts no earlier than `ready` (the data in and
+    /// encoded): queued at its die, it leaves the queue and joins it again then. Without this
+    /// a page would go to flash with a unit that the next write rewrites elsewhere: sequential
+    /// writes smaller than a mapping unit, which end a page in the middle of a unit, would
+    /// write a third more than they bring. The merge, if one was made.
+    fn merge_into_buffered_page(&mut self, write: &UnitWrite, ready: u64) -> Option<WriteOutcome> {
+        if self.engine.as_ref()?.buffered_programs.is_empty() {
+            return None;
+        }
+        let current = self.ftl.mapped(write.unit)?;
+        let page = current >> self.unit_shift;
+        let program = *self.engine.as_ref()?.buffered_programs.get(&page)?;
+        if self.ftl.block_handle_of(current) != write.handle {
+            return None;
+        }
+        let outcome = self.ftl.merge_into_buffered(write, current);
+        let e = self.engine();
+        let t = &mut e.txns[program as usize];
+        t.not_before_ns = t.not_before_ns.max(ready);
+        // Gated, or its arrival at the die still to come: it goes no earlier than `ready`
+        // (`enqueue_at` honours that). Queued: out, and in again once the data is in.
+        if t.gates == 0 {
+            let (die, q) = (t.die as usize, queue_of(t.kind, t.class));
+            let queue = &mut e.queues[die * QUEUES + q];
+            if let Some(at) = queue.iter().position(|&id| id == program) {
+                queue.remove(at);
+                e.queued[die] -= 1;
+                self.enqueue_at(program, ready);
+            }
+        }
+        Some(outcome)
     }
 
     /// The plane of the next host unit of `handle`: the one its page is filling in, or, once
