@@ -504,6 +504,41 @@ def test_a_fio_think_time_pauses_after_each_io(capsys, tmp_path):
     assert read["iops"] == pytest.approx(300 / (300 * per_io_s - 1e-3), rel=1e-3)
 
 
+def test_traces_on_a_shared_clock_keep_their_offsets(capsys, msr_trace, tmp_path):
+    """--shared-clock: traces side by side are timed from the earliest first request of all,
+    so one recorded a second later starts a second into the run (by default each starts at
+    once, from its own first request)."""
+    later = tmp_path / "later.csv"
+    moved = []
+    for line in msr_trace.read_text("utf-8").splitlines():
+        fields = line.split(",")
+        fields[0] = str(int(fields[0]) + 10_000_000)  # FILETIME: 100 ns units, so 1 s later
+        fields[4] = str(int(fields[4]) + (1 << 20))
+        moved.append(",".join(fields))
+    later.write_text("\n".join(moved) + "\n", "utf-8")
+
+    def span(*extra: str) -> int:
+        status, out, err = run_cli(
+            capsys, "run", PRESET, "--trace", str(msr_trace), "--trace", str(later),
+            "--trace-format", "msr", *set_args(), "--output-format", "json", "--quiet", *extra,
+        )  # fmt: skip
+        assert status == 0, err
+        jobs = json.loads(out)["jobs"]
+        assert [j["write"]["total_ios"] for j in jobs] == [30, 30]
+        return jobs[0]["ssd_job"]["sim_time_ns"]
+
+    assert span() < 1_000_000_000
+    assert span("--shared-clock") > 1_000_000_000
+    for bad, message in [
+        (("--trace", str(msr_trace), "--trace-format", "msr", "--shared-clock", "--closed-loop"),
+         "--closed-loop ignores them"),
+        ((str(msr_trace), "--shared-clock"), "apply to --trace only"),
+    ]:  # fmt: skip
+        status, _, err = run_cli(capsys, "run", PRESET, *bad)
+        assert status == 2
+        assert message in err
+
+
 def test_fio_jobs_run_side_by_side_until_a_stonewall(capsys, tmp_path):
     """fio's run groups: numjobs clones and the job beside them share the device; a stonewall
     job starts once they are done. Each job is reported on its own, in file order."""

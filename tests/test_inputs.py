@@ -51,6 +51,10 @@ def test_a_huge_read_is_refused_before_its_buffer_is_allocated(make_device):
         (lambda d: d.run_arrays([1], [0], [4096], placement=[-2]), "placement"),
         (lambda d: d.run_trace("x.csv", "msr", time_scale=float("nan")), "time_scale"),
         (lambda d: d.run_trace("x.csv", "msr", queue_depth=2**40), "queue_depth"),
+        (
+            lambda d: d.run_trace("x.csv", "msr", closed_loop=True, shared_clock=True),
+            "shared_clock",
+        ),
     ],
 )
 def test_bad_arguments_name_the_argument(make_device, call, message):

@@ -140,6 +140,12 @@ def _parser() -> argparse.ArgumentParser:
         help="ignore trace timestamps and keep --queue-depth requests outstanding",
     )
     run.add_argument(
+        "--shared-clock",
+        action="store_true",
+        help="with several --trace files: time them all from the earliest first request, so "
+        "traces recorded side by side keep their offsets (default: each from its own first)",
+    )
+    run.add_argument(
         "--queue-depth", type=int, default=32, metavar="N", help="trace queue depth (default 32)"
     )
     run.add_argument(
@@ -517,8 +523,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("give exactly one of JOB or --trace FILE (or --builtin NAME)")
     if args.trace is not None and args.trace_format is None:
         raise UsageError("--trace needs --trace-format")
-    if args.trace is None and (args.trace_format or args.closed_loop):
-        raise UsageError("--trace-format and --closed-loop apply to --trace only")
+    if args.trace is None and (args.trace_format or args.closed_loop or args.shared_clock):
+        raise UsageError("--trace-format, --closed-loop and --shared-clock apply to --trace only")
+    if args.shared_clock and args.closed_loop:
+        raise UsageError(
+            "--shared-clock times traces by their timestamps; --closed-loop ignores them"
+        )
     if not 1 <= args.queue_depth <= MAX_QUEUE_DEPTH:
         raise UsageError(f"--queue-depth must be in 1 .. {MAX_QUEUE_DEPTH}, got {args.queue_depth}")
     if not 0 < args.time_scale < math.inf:  # also refuses nan
@@ -565,6 +575,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 time_scale=args.time_scale,
                 queue_depth=args.queue_depth,
                 closed_loop=args.closed_loop,
+                shared_clock=args.shared_clock,
                 progress=progress,
                 request_log=request_log,
             )

@@ -477,6 +477,7 @@ class Device:
         time_scale: float = 1.0,
         queue_depth: int = 32,
         closed_loop: bool = False,
+        shared_clock: bool = False,
         progress: bool | None = None,
         request_log: TextIO | None = None,
     ) -> RunResult:
@@ -486,7 +487,9 @@ class Device:
         loop ignores timestamps and keeps ``queue_depth`` requests outstanding. Given several
         paths, each trace is a job of its own (an I/O flow with its own ``queue_depth``, as
         MQSim's flows), timed from its own first request, all on this device at once; the
-        result has one job per trace.
+        result has one job per trace. With ``shared_clock``, every trace is timed from the
+        earliest first request among them instead, so traces recorded side by side (the volumes
+        of one server) keep their offsets.
 
         Raises:
             WorkloadError: a line that does not parse (the message names file:line).
@@ -501,7 +504,13 @@ class Device:
         if not paths:
             raise ValueError("path: expected a trace file or a non-empty list of them")
         paths = [os.fspath(p) for p in paths]
-        self._handle.start_traces(paths, fmt, float(time_scale), queue_depth, closed_loop)
+        if shared_clock and closed_loop:
+            raise ValueError(
+                "shared_clock: a closed loop ignores timestamps; give one or the other"
+            )
+        self._handle.start_traces(
+            paths, fmt, float(time_scale), queue_depth, closed_loop, bool(shared_clock)
+        )
         label = f"trace {os.path.basename(paths[0])}" + (
             f" + {len(paths) - 1}" if len(paths) > 1 else ""
         )

@@ -27,8 +27,8 @@ pub mod wear;
 
 pub use config::{Config, ConfigError};
 pub use host::{
-    Completion, Device, DeviceError, Loop, NativeFlash, PageRead, PreconditionOptions, Progress,
-    RecoveryReport, RunSpec,
+    ArrivalClock, Completion, Device, DeviceError, Loop, NativeFlash, PageRead,
+    PreconditionOptions, Progress, RecoveryReport, RunSpec,
 };
 pub use request::{Hint, HostRequest, Op, RequestSource, SourceError, VecSource};
 

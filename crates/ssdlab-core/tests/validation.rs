@@ -1579,3 +1579,49 @@ mod gc_time {
         assert!((share - gc_time as f64 / busy).abs() < 1e-6, "{share}");
     }
 }
+
+mod side_by_side {
+    use super::*;
+    use ssdlab_core::ArrivalClock;
+
+    /// Open-loop jobs side by side count their timestamps from their own first request, or,
+    /// on a shared clock, from the earliest first request among them: a trace that starts
+    /// 4 ms after the other then issues 4 ms into the run. A closed-loop job beside them
+    /// issues at once either way.
+    #[test]
+    fn a_shared_clock_keeps_the_offsets_between_traces() {
+        let one = |offset: u64, timestamp: u64| {
+            let mut r = HostRequest::new(Op::Read, offset, 4096);
+            r.arrival_ns = Some(timestamp);
+            vec![r]
+        };
+        let end_of_run = |clock: ArrivalClock| {
+            let mut dev = single_request_latency::tlc_one_die(&[]);
+            let start = dev.now_ns();
+            let open = |requests| RunSpec {
+                name: "trace".into(),
+                source: Box::new(VecSource::new(requests)),
+                queue_depth: 4,
+                pacing: Loop::Open { time_scale: 1.0 },
+                runtime_ns: None,
+                ramp_ns: None,
+            };
+            // Reads of units never written: the controller answers them, no flash involved.
+            let mut closed = open(vec![HostRequest::new(Op::Read, 8192, 4096)]);
+            closed.pacing = Loop::Closed;
+            let specs = vec![open(one(0, 1_000_000)), open(one(4096, 5_000_000)), closed];
+            dev.start_group_clocked(specs, clock).unwrap();
+            while !dev.step(1 << 10).unwrap().done {}
+            let jobs = dev.finish_group().unwrap();
+            let ios: u64 = jobs
+                .iter()
+                .map(|job| job["read"]["total_ios"].as_u64().unwrap())
+                .sum();
+            assert_eq!(ios, 3, "{clock:?}");
+            dev.now_ns() - start
+        };
+        const LINK_4K: u64 = 1_024;
+        assert_eq!(end_of_run(ArrivalClock::Shared), 4_000_000 + LINK_4K);
+        assert!(end_of_run(ArrivalClock::PerJob) < 4 * LINK_4K);
+    }
+}

@@ -17,7 +17,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 use ssdlab_core::hint::{HintBuilder, HintField, HintOut, HintValue, HINT_FIELDS};
 use ssdlab_core::{
-    Device, DeviceError, Hint, HostRequest, Loop, Op, PreconditionOptions, RunSpec, VecSource,
+    ArrivalClock, Device, DeviceError, Hint, HostRequest, Loop, Op, PreconditionOptions, RunSpec,
+    VecSource,
 };
 use ssdlab_workload::{read_job_file, TraceFormat, TraceOptions};
 use std::path::Path;
@@ -511,12 +512,14 @@ impl PyDevice {
         closed_loop: bool,
     ) -> PyResult<()> {
         let paths = vec![path.to_string()];
-        self.start_traces(py, paths, fmt, time_scale, queue_depth, closed_loop)
+        self.start_traces(py, paths, fmt, time_scale, queue_depth, closed_loop, false)
     }
 
     /// Start replaying traces side by side, each a job of its own with its own queue (an I/O
     /// flow, as MQSim's flows): open loop at its timestamps (scaled, each from its own first
-    /// one), or closed loop.
+    /// one, or with `shared_clock` all from the earliest first one), or closed loop.
+    #[pyo3(signature = (paths, fmt, time_scale, queue_depth, closed_loop, shared_clock=false))]
+    #[allow(clippy::too_many_arguments)]
     fn start_traces(
         &self,
         py: Python<'_>,
@@ -525,13 +528,19 @@ impl PyDevice {
         time_scale: f64,
         queue_depth: u32,
         closed_loop: bool,
+        shared_clock: bool,
     ) -> PyResult<()> {
         let format: TraceFormat = fmt.parse().map_err(workload_error)?;
         let mut specs = Vec::with_capacity(paths.len());
+        // On a shared clock the traces keep their own times, and the run counts them all from
+        // the earliest first request.
+        let options = TraceOptions {
+            rebase_time: !shared_clock,
+            ..TraceOptions::default()
+        };
         for path in &paths {
-            let source =
-                ssdlab_workload::open_trace(Path::new(path), format, TraceOptions::default())
-                    .map_err(workload_error)?;
+            let source = ssdlab_workload::open_trace(Path::new(path), format, options.clone())
+                .map_err(workload_error)?;
             let name = Path::new(path)
                 .file_name()
                 .map_or(path.clone(), |n| n.to_string_lossy().into_owned());
@@ -548,7 +557,12 @@ impl PyDevice {
                 ramp_ns: None,
             });
         }
-        self.with(py, |d| d.start_group(specs))
+        let clock = if shared_clock {
+            ArrivalClock::Shared
+        } else {
+            ArrivalClock::PerJob
+        };
+        self.with(py, |d| d.start_group_clocked(specs, clock))
             .map_err(device_error)
     }
 

@@ -23,7 +23,7 @@ mod translation;
 
 pub use native::{NativeFlash, PageRead};
 pub use power::RecoveryReport;
-pub use run::{Loop, Progress, RunSpec};
+pub use run::{ArrivalClock, Loop, Progress, RunSpec};
 
 use link::LinkCalendar;
 

@@ -43,6 +43,18 @@ pub enum Loop {
     },
 }
 
+/// Where the timestamps of open-loop jobs side by side count from
+/// ([`Device::start_group_clocked`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArrivalClock {
+    /// Each job's own first request arrives when the group starts.
+    #[default]
+    PerJob,
+    /// The earliest first request among the jobs arrives when the group starts; the others
+    /// keep their offsets from it.
+    Shared,
+}
+
 /// A workload to run on a device.
 pub struct RunSpec {
     pub name: String,

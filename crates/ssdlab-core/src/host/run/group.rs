@@ -115,7 +115,18 @@ impl Device {
     /// queue depth (closed loop) or arrival times (open loop), runtime, ramp and statistics,
     /// and they share the device and its clock. Drive it with [`Device::step`] and end it with
     /// [`Device::finish_group`]. One job is an ordinary run.
-    pub fn start_group(&mut self, mut specs: Vec<RunSpec>) -> Result<(), DeviceError> {
+    pub fn start_group(&mut self, specs: Vec<RunSpec>) -> Result<(), DeviceError> {
+        self.start_group_clocked(specs, ArrivalClock::PerJob)
+    }
+
+    /// [`Device::start_group`], with the open-loop jobs' timestamps counted from `clock`'s
+    /// origin: each job's own first request, or the earliest first request of them all (traces
+    /// recorded side by side, such as the volumes of one server, keep their offsets).
+    pub fn start_group_clocked(
+        &mut self,
+        mut specs: Vec<RunSpec>,
+        clock: ArrivalClock,
+    ) -> Result<(), DeviceError> {
         if specs.len() <= 1 {
             let spec = specs.pop().ok_or(DeviceError::Run("a group needs a job"))?;
             return self.start_run(spec);
@@ -141,6 +152,9 @@ impl Device {
             total = total.zip(job.total).map(|(a, b)| a + b);
             jobs.push(job);
         }
+        if clock == ArrivalClock::Shared {
+            self.share_arrival_origin(&mut jobs)?;
+        }
         self.start_engine();
         let n = jobs.len();
         let log_next = jobs[0].log_next;
@@ -164,6 +178,28 @@ impl Device {
             in_flight: 0,
             exhausted: 0,
         })));
+        Ok(())
+    }
+
+    /// Count every open-loop job's timestamps from the earliest first request among them.
+    fn share_arrival_origin(&mut self, jobs: &mut [RunState]) -> Result<(), DeviceError> {
+        let mut origin: Option<u64> = None;
+        for job in jobs.iter_mut() {
+            if !matches!(job.pacing, Loop::Open { .. }) || !self.fill_lookahead(job)? {
+                continue;
+            }
+            let first = job
+                .lookahead
+                .front()
+                .and_then(|r| r.arrival_ns)
+                .unwrap_or(0);
+            origin = Some(origin.map_or(first, |o| o.min(first)));
+        }
+        for job in jobs.iter_mut() {
+            if matches!(job.pacing, Loop::Open { .. }) {
+                job.first_arrival = origin;
+            }
+        }
         Ok(())
     }
 
