@@ -1226,15 +1226,27 @@ impl Device {
             let (lo, hi) = page_span(req, unit, unit_bytes);
             let arrive = self.host_data_in(start, hi - lo);
             let mut ready = arrive + encode;
+            let unit_write = UnitWrite {
+                unit,
+                handle,
+                plane: 0,
+                now_ns: start,
+                host_bytes: (hi - lo) as u32,
+            };
+            if buffer_pages > 0 {
+                if let Some(outcome) = self.merge_into_reserved_page(&unit_write, ready, start) {
+                    self.note_read_group_written(&req.hint, unit, outcome.new);
+                    self.store_unit_write(req, unit, (lo, hi), outcome, data);
+                    accepted = accepted.max(arrive);
+                    continue;
+                }
+            }
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
             let plane = self.host_plane_for(&req.hint, unit, handle, start);
             let unit_write = UnitWrite {
-                unit,
-                handle,
                 plane,
-                now_ns: start,
-                host_bytes: (hi - lo) as u32,
+                ..unit_write
             };
             let outcome = self.ftl.write(unit_write, &mut ops);
             if !ops.is_empty() {
@@ -1292,6 +1304,31 @@ impl Device {
         } else {
             Ok(programmed.max(accepted))
         }
+    }
+
+    /// Reservation path, with a write-back buffer: a unit whose copy is in a host page whose
+    /// program is reserved and has not yet taken its data (the channel transfer starts after
+    /// `ready`, when this write's data is in) takes the write's data there, as the event engine
+    /// merges into a buffered page whose program has not started. The reservation stays as it
+    /// is: the data is in before the program reads it. The merge, if one was made.
+    fn merge_into_reserved_page(
+        &mut self,
+        write: &UnitWrite,
+        ready: u64,
+        at_ns: u64,
+    ) -> Option<WriteOutcome> {
+        if !self.programs_in_flight.any_at(at_ns) {
+            return None;
+        }
+        let current = self.ftl.mapped(write.unit)?;
+        let page = current >> self.unit_shift;
+        let data_out = self
+            .programs_in_flight
+            .data_out_of(self.geo.die_of(page), page, at_ns)?;
+        if data_out < ready || self.ftl.block_handle_of(current) != write.handle {
+            return None;
+        }
+        Some(self.ftl.merge_into_buffered(write, current))
     }
 
     /// The page a write of `host_bytes` into the unit `outcome` placed must read first at
@@ -1444,9 +1481,11 @@ impl Device {
             self.work.programs += n;
             self.work.flash_ns += t_prog + xfer * n as u64;
             self.work.first_ppa.get_or_insert(group[0].ppa);
+            // Its data crosses the channel before the array phase, the group's pages in turn.
+            let data_out = p.array_start_ns.saturating_sub(xfer * n as u64);
             for t in group {
                 self.programs_in_flight
-                    .push(t.die, t.ppa, p.end_ns, self.now_ns);
+                    .push(t.die, t.ppa, (data_out, p.end_ns), self.now_ns);
             }
             end = end.max(p.end_ns);
             if buffered {

@@ -355,19 +355,23 @@ impl Device {
 
     /// A write-back buffer absorbs overwrites: a unit whose copy is in a host page still in the
     /// buffer (its program made and not started, of the write's own handle) takes the write's
-    /// data there. The page's program then starts no earlier than `ready` (the data in and
-    /// encoded): queued at its die, it leaves the queue and joins it again then. Without this
-    /// a page would go to flash with a unit that the next write rewrites elsewhere: sequential
-    /// writes smaller than a mapping unit, which end a page in the middle of a unit, would
-    /// write a third more than they bring. The merge, if one was made.
+    /// data there, as a controller updates its DRAM. The page's program then starts no earlier
+    /// than `ready` (the data in and encoded): queued at its die, it leaves the queue and joins
+    /// it again then. A program already waiting for data (its own, or a merged write's) takes
+    /// only writes whose data is in by then, so merges hold a program for at most one write's
+    /// transfer and a stream of rewrites cannot keep it from flash. The merge, if one was made.
     fn merge_into_buffered_page(&mut self, write: &UnitWrite, ready: u64) -> Option<WriteOutcome> {
         if self.engine.as_ref()?.buffered_programs.is_empty() {
             return None;
         }
         let current = self.ftl.mapped(write.unit)?;
         let page = current >> self.unit_shift;
-        let program = *self.engine.as_ref()?.buffered_programs.get(&page)?;
-        if self.ftl.block_handle_of(current) != write.handle {
+        let e = self.engine.as_ref()?;
+        let program = *e.buffered_programs.get(&page)?;
+        let waiting_for_data = e.txns[program as usize].not_before_ns;
+        if (waiting_for_data > e.now_ns && ready > waiting_for_data)
+            || self.ftl.block_handle_of(current) != write.handle
+        {
             return None;
         }
         let outcome = self.ftl.merge_into_buffered(write, current);
