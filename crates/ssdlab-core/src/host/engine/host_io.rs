@@ -378,8 +378,9 @@ impl Device {
         let e = self.engine();
         let t = &mut e.txns[program as usize];
         t.not_before_ns = t.not_before_ns.max(ready);
-        // Gated, or its arrival at the die still to come: it goes no earlier than `ready`
-        // (`enqueue_at` honours that). Queued: out, and in again once the data is in.
+        // Gated, or its arrival at the die still to come: it goes no earlier than `ready` (its
+        // release and its arrival event honour `not_before_ns`). Queued: out, and in again
+        // once the data is in.
         if t.gates == 0 {
             let (die, q) = (t.die as usize, queue_of(t.kind, t.class));
             let queue = &mut e.queues[die * QUEUES + q];
