@@ -1320,15 +1320,23 @@ impl Device {
         if !self.programs_in_flight.any_at(at_ns) {
             return None;
         }
-        let current = self.ftl.mapped(write.unit)?;
-        let page = current >> self.unit_shift;
+        let (current, page) = self.own_handle_copy(write)?;
         let data_out = self
             .programs_in_flight
             .data_out_of(self.geo.die_of(page), page, at_ns)?;
-        if data_out < ready || self.ftl.block_handle_of(current) != write.handle {
+        if data_out < ready {
             return None;
         }
         Some(self.ftl.merge_into_buffered(write, current))
+    }
+
+    /// The physical unit holding `write`'s unit and its page, if that copy is in a block of
+    /// the write's own handle: a write merges only into a copy of its own placement (the write-
+    /// back merges of both paths).
+    fn own_handle_copy(&self, write: &UnitWrite) -> Option<(u32, u32)> {
+        let current = self.ftl.mapped(write.unit)?;
+        (self.ftl.block_handle_of(current) == write.handle)
+            .then_some((current, current >> self.unit_shift))
     }
 
     /// The page a write of `host_bytes` into the unit `outcome` placed must read first at

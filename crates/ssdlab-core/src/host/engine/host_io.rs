@@ -364,14 +364,11 @@ impl Device {
         if self.engine.as_ref()?.buffered_programs.is_empty() {
             return None;
         }
-        let current = self.ftl.mapped(write.unit)?;
-        let page = current >> self.unit_shift;
+        let (current, page) = self.own_handle_copy(write)?;
         let e = self.engine.as_ref()?;
         let program = *e.buffered_programs.get(&page)?;
         let waiting_for_data = e.txns[program as usize].not_before_ns;
-        if (waiting_for_data > e.now_ns && ready > waiting_for_data)
-            || self.ftl.block_handle_of(current) != write.handle
-        {
+        if waiting_for_data > e.now_ns && ready > waiting_for_data {
             return None;
         }
         let outcome = self.ftl.merge_into_buffered(write, current);
