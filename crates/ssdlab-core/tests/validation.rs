@@ -1281,6 +1281,54 @@ mod mapping_units {
         assert_eq!(dev.flash_counters().programs, 3);
     }
 
+    /// Flushes are reported as fio reports syncs: counted in the job's `sync.total_ios`, their
+    /// latency from issue in `sync.lat_ns`, percentiles included. With a write-back buffer a
+    /// flush waits for the pages buffered before it; one with nothing buffered is done at once.
+    #[test]
+    fn flushes_are_reported_as_fio_syncs() {
+        let first_done = 4 * LINK_4K + ENCODE + XFER_16K + LSB_PROGRAM;
+        let at = |op: Op, offset: u64, len: u64, t: u64| {
+            let mut r = HostRequest::new(op, offset, len);
+            r.arrival_ns = Some(t);
+            r
+        };
+        let requests = vec![
+            at(Op::Write, 0, 16384, 0),
+            at(Op::Flush, 0, 0, 1_000),
+            at(Op::Flush, 0, 0, 2_000_000),
+        ];
+        let mut dev = packed(&[
+            ("controller.scheduler", "priority"),
+            ("controller.write_buffer_pages", "4"),
+        ]);
+        let job = dev
+            .run_to_end(RunSpec {
+                name: "job".into(),
+                source: Box::new(VecSource::new(requests)),
+                queue_depth: 8,
+                pacing: Loop::Open { time_scale: 1.0 },
+                runtime_ns: None,
+                ramp_ns: None,
+            })
+            .unwrap();
+        let sync = &job["sync"];
+        assert_eq!(sync["total_ios"], 2, "{sync}");
+        let lat = &sync["lat_ns"];
+        assert_eq!((lat["N"].as_u64(), lat["min"].as_u64()), (Some(2), Some(0)));
+        assert_eq!(lat["max"].as_u64(), Some(first_done - 1_000));
+        assert_eq!(
+            lat["mean"].as_f64(),
+            Some((first_done - 1_000) as f64 / 2.0)
+        );
+        let pct = &lat["percentile"];
+        // Histograms count from 1 ns (as the clat percentiles do): the instant flush is 1.
+        assert_eq!(pct["1.000000"].as_u64(), Some(1), "{pct}");
+        assert_eq!(pct["99.990000"].as_u64(), Some(first_done - 1_000), "{pct}");
+        // Flushes are not reads, writes or trims.
+        assert_eq!(job["write"]["total_ios"], 1);
+        assert_eq!(job["read"]["total_ios"], 0);
+    }
+
     #[test]
     fn a_sub_unit_write_into_a_page_whose_program_is_not_done_merges_without_a_read() {
         // Unit 1's page is full and programming (500 us) when 1 KiB of unit 1 arrives: the old

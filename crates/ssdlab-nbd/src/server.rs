@@ -702,7 +702,7 @@ impl Server {
             emu,
             &counters,
             sim_ns,
-            state.job.flushes,
+            state.job.flushes(),
             &self.export,
             self.tls.as_deref(),
         );

@@ -634,7 +634,7 @@ impl Device {
             Op::Write => &mut run.job.write,
             Op::Trim => &mut run.job.trim,
             Op::Flush => {
-                run.job.flushes += 1;
+                run.job.sync.record(f.complete_ns - f.issue_ns);
                 return;
             }
         };

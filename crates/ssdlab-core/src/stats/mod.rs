@@ -274,7 +274,9 @@ pub struct JobStats {
     pub trim: OpStats,
     pub first_issue_ns: Option<u64>,
     pub last_complete_ns: u64,
-    pub flushes: u64,
+    /// Flushes (fio's `sync` direction): their completion latency, from issue. A split
+    /// histogram: nothing allocated for the many jobs that issue none.
+    pub sync: SplitStats,
 }
 
 impl JobStats {
@@ -286,8 +288,13 @@ impl JobStats {
             trim: OpStats::new(),
             first_issue_ns: None,
             last_complete_ns: 0,
-            flushes: 0,
+            sync: SplitStats::new(),
         }
+    }
+
+    /// Flushes completed.
+    pub fn flushes(&self) -> u64 {
+        self.sync.moments.n
     }
 
     pub fn runtime_ns(&self) -> u64 {
@@ -306,7 +313,7 @@ impl JobStats {
             (a, b) => a.or(b),
         };
         self.last_complete_ns = self.last_complete_ns.max(other.last_complete_ns);
-        self.flushes += other.flushes;
+        self.sync.merge(&other.sync);
     }
 }
 

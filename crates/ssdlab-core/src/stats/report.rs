@@ -5,7 +5,7 @@
 //! compute both from the nanosecond runtime (also reported as `runtime_ns`) and round `runtime`
 //! to whole milliseconds for compatibility.
 
-use super::{JobStats, LatencyStats, OpStats, FIO_PERCENTILES};
+use super::{JobStats, LatencyStats, OpStats, SplitStats, FIO_PERCENTILES};
 use crate::ftl::segments::DynQuota;
 use crate::ftl::{FtlCounters, SeaState};
 use crate::placement::HandleCounters;
@@ -27,6 +27,22 @@ fn latency_json(s: &LatencyStats) -> Value {
         obj.insert("percentile".into(), Value::Object(pct));
     }
     Value::Object(obj)
+}
+
+/// Flushes as fio reports its `sync` direction: a count and their latency, with percentiles
+/// once there is one.
+fn sync_json(s: &SplitStats) -> Value {
+    let mut lat = latency_json(&s.moments);
+    if s.moments.n > 0 {
+        let values = s.percentiles(FIO_PERCENTILES);
+        let pct: Map<String, Value> = FIO_PERCENTILES
+            .iter()
+            .zip(values)
+            .map(|(p, v)| (format!("{p:.6}"), json!(v)))
+            .collect();
+        lat["percentile"] = Value::Object(pct);
+    }
+    json!({ "total_ios": s.moments.n, "lat_ns": lat })
 }
 
 fn direction_json(s: &OpStats, runtime_ns: u64) -> Value {
@@ -65,6 +81,7 @@ pub fn job_json(job: &JobStats, ssd_job: Value) -> Value {
         "read": direction_json(&job.read, runtime),
         "write": direction_json(&job.write, runtime),
         "trim": direction_json(&job.trim, runtime),
+        "sync": sync_json(&job.sync),
         "ssd_job": ssd_job,
     })
 }
