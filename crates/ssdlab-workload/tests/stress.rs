@@ -109,6 +109,9 @@ fn scenario(seed: u64) -> (&'static str, Vec<(String, String)>, String, u32, boo
             ],
         );
     }
+    if r.gen_bool(0.25) {
+        job += pick(r, &["fsync=1\n", "fdatasync=8\n", "fsync=4\nfdatasync=6\n"]);
+    }
     let sets = sets
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -137,15 +140,29 @@ fn run(seed: u64) -> Result<bool, String> {
     let source = job
         .source(dev.logical_bytes(), seed)
         .map_err(|e| e.to_string())?;
-    dev.run_to_end(RunSpec {
-        name: "stress".into(),
-        source,
-        queue_depth: qd,
-        pacing: job.pacing(),
-        runtime_ns: None,
-        ramp_ns: None,
-    })
-    .map_err(|e| format!("run: {e}"))?;
+    // The flushes the job asks for (fsync, fdatasync) must all complete, as its I/Os do.
+    let flushes = {
+        let mut again = job
+            .source(dev.logical_bytes(), seed)
+            .map_err(|e| e.to_string())?;
+        std::iter::from_fn(|| again.next_request())
+            .filter(|r| r.as_ref().is_ok_and(|r| r.op == ssdlab_core::Op::Flush))
+            .count() as u64
+    };
+    let report = dev
+        .run_to_end(RunSpec {
+            name: "stress".into(),
+            source,
+            queue_depth: qd,
+            pacing: job.pacing(),
+            runtime_ns: None,
+            ramp_ns: None,
+        })
+        .map_err(|e| format!("run: {e}"))?;
+    let synced = report["sync"]["total_ios"].as_u64();
+    if synced != Some(flushes) {
+        return Err(format!("{flushes} flushes issued, {synced:?} reported"));
+    }
     dev.ftl()
         .check_invariants()
         .map_err(|e| format!("invariants: {e}"))?;

@@ -364,6 +364,123 @@ mod fio_limits {
     }
 }
 
+mod fio_syncs {
+    //! `fsync` / `fdatasync`: a flush after every N writes, as fio issues its syncs.
+    use super::*;
+
+    /// The stream as letters: W(rite), R(ead), F(lush).
+    fn pattern(requests: &[HostRequest]) -> String {
+        requests
+            .iter()
+            .map(|r| match r.op {
+                Op::Write => 'W',
+                Op::Read => 'R',
+                Op::Trim => 'T',
+                Op::Flush => 'F',
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_flush_follows_every_nth_write_but_the_last() {
+        let j = job("[s]\nrw=write\nbs=4k\nsize=40k\nfsync=4\n");
+        let requests = run("[s]\nrw=write\nbs=4k\nsize=40k\nfsync=4\n", GIB, 1);
+        assert_eq!(pattern(&requests), "WWWWFWWWWFWW");
+        // The count the job announces includes its flushes.
+        assert_eq!(j.request_count(GIB), Some(12));
+        assert_eq!(j.source(GIB, 1).unwrap().len_hint(), Some(12));
+        // Writes stay where they were: flushes carry no range and change no offset.
+        let writes: Vec<u64> = requests
+            .iter()
+            .filter(|r| r.op == Op::Write)
+            .map(|r| r.offset)
+            .collect();
+        assert_eq!(writes, (0..10).map(|i| i * 4096).collect::<Vec<_>>());
+        assert!(requests
+            .iter()
+            .filter(|r| r.op == Op::Flush)
+            .all(|r| r.length == 0 && r.offset == 0));
+        // The last write is due (8 of 8) but ends the job: no flush after it.
+        let exact = run("[s]\nrw=write\nsize=32k\nfdatasync=4\n", GIB, 1);
+        assert_eq!(pattern(&exact), "WWWWFWWWW");
+    }
+
+    #[test]
+    fn fsync_and_fdatasync_together_flush_once_per_due_write() {
+        let text = "[s]\nrw=write\nsize=52k\nfsync=4\nfdatasync=6\n";
+        let requests = run(text, GIB, 1);
+        // Flushes after writes 4, 6, 8 and 12 (due for both: one flush).
+        assert_eq!(pattern(&requests), "WWWWFWWFWWFWWWWFW");
+        assert_eq!(job(text).request_count(GIB), Some(requests.len() as u64));
+    }
+
+    #[test]
+    fn only_writes_are_counted_and_only_a_write_is_followed() {
+        let requests = run(
+            "[m]\nrw=randrw\nrwmixread=50\nsize=1m\nnumber_ios=400\nfsync=3\n",
+            GIB,
+            7,
+        );
+        let p = pattern(&requests);
+        assert_eq!(
+            p.matches(['W', 'R']).count(),
+            400,
+            "flushes are not counted I/Os"
+        );
+        let mut writes = 0;
+        for (i, c) in p.char_indices() {
+            match c {
+                'W' => writes += 1,
+                'F' => {
+                    assert_eq!(&p[i - 1..i], "W", "a flush follows a write");
+                    assert_eq!(writes % 3, 0, "after every third write");
+                }
+                _ => {}
+            }
+        }
+        // Each third write is followed by a flush, unless it was the last request.
+        let due = p.matches("W").count() / 3;
+        let flushes = p.matches('F').count();
+        assert!(
+            flushes == due || flushes + 1 == due,
+            "{flushes} flushes, {due} due"
+        );
+        // A mixed job cannot know its writes ahead.
+        let j = job("[m]\nrw=randrw\nsize=1m\nnumber_ios=400\nfsync=3\n");
+        assert_eq!(j.request_count(GIB), None);
+        // Reads alone: no syncs (fio syncs only a job that writes).
+        let reads = run("[r]\nrw=read\nsize=64k\nfsync=1\n", GIB, 1);
+        assert_eq!(pattern(&reads), "R".repeat(16));
+    }
+
+    #[test]
+    fn a_paced_flush_arrives_with_its_write() {
+        let requests = run(
+            "[p]\nrw=write\nsize=64k\nrate_iops=1000\nfdatasync=2\n",
+            GIB,
+            1,
+        );
+        for pair in requests.windows(2) {
+            if pair[1].op == Op::Flush {
+                assert_eq!(pair[0].op, Op::Write);
+                assert_eq!(pair[1].arrival_ns, pair[0].arrival_ns);
+                assert!(pair[1].arrival_ns.is_some());
+            }
+        }
+        assert_eq!(requests.iter().filter(|r| r.op == Op::Flush).count(), 7);
+    }
+
+    #[test]
+    fn a_bad_count_is_named() {
+        for bad in ["-1", "often", "1.5"] {
+            let e = parse_job_file(&format!("[s]\nrw=write\nfsync={bad}\n"), "s.fio")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("s.fio:3") && e.contains("'fsync'"), "{e}");
+        }
+    }
+}
+
 mod fio_pacing {
     //! `rate`, `rate_iops` and `rate_process`: arrival times as fio spaces its submissions, and
     //! the core running such a job open loop; `thinktime` and its pauses.

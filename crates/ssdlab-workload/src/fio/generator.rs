@@ -148,6 +148,24 @@ impl Layout {
         })
     }
 
+    /// The requests the job issues, its flushes (`fsync`, `fdatasync`) included, when known.
+    pub(crate) fn requests_with_flushes(&self, job: &JobSpec) -> Option<u64> {
+        let ios = self.request_count()?;
+        let [a, b] = job.fsync_every;
+        if a == 0 && b == 0 {
+            return Some(ios);
+        }
+        // Only a job that writes alone knows how many writes it makes.
+        if self.directions != [1] {
+            return None;
+        }
+        // A flush follows each write due for one, but the last (the job ends with it).
+        let writes = ios.saturating_sub(1);
+        let due = |n: u64| writes.checked_div(n).unwrap_or(0);
+        let both = if a == 0 || b == 0 { 0 } else { due(lcm(a, b)) };
+        Some(ios + due(a) + due(b) - both)
+    }
+
     pub(crate) fn request_count(&self) -> Option<u64> {
         if self.time_based {
             return None;
@@ -350,6 +368,11 @@ pub struct FioSource {
     len_hint: Option<u64>,
     /// Arrival times of a rate-limited job.
     pacer: Option<Pacer>,
+    /// `fsync` / `fdatasync` (0: none), the writes issued, and whether the last request
+    /// issued was a write (a flush follows only a write, as in fio) and when it arrived.
+    fsync_every: [u64; 2],
+    writes_issued: u64,
+    last_write_arrival: Option<Option<u64>>,
 }
 
 impl FioSource {
@@ -370,6 +393,7 @@ impl FioSource {
             read_group: job.read_group,
             ..Hint::default()
         };
+        let len_hint = layout.requests_with_flushes(job);
         Ok(FioSource {
             rng,
             start: layout.start,
@@ -391,8 +415,11 @@ impl FioSource {
             bytes_done: 0,
             count: 0,
             write_hint,
-            len_hint: layout.request_count(),
+            len_hint,
             pacer,
+            fsync_every: job.fsync_every,
+            writes_issued: 0,
+            last_write_arrival: None,
         })
     }
 
@@ -401,6 +428,20 @@ impl FioSource {
     pub fn next_host_request(&mut self) -> Option<HostRequest> {
         if self.bytes_done >= self.bytes_limit || self.count >= self.count_limit {
             return None;
+        }
+        if let Some(arrival_ns) = self.last_write_arrival.take() {
+            let w = self.writes_issued;
+            if self.fsync_every.iter().any(|&n| n > 0 && w % n == 0) {
+                // Issued with the write it follows (a paced job's flush does not wait for the
+                // rate: fio limits reads and writes, not syncs).
+                return Some(HostRequest {
+                    arrival_ns,
+                    op: Op::Flush,
+                    offset: 0,
+                    length: 0,
+                    hint: Hint::default(),
+                });
+            }
         }
         let d = if self.directions.len() == 1 {
             self.directions[0]
@@ -454,6 +495,10 @@ impl FioSource {
             pacer.issued(d, length);
         }
         let op = OPS[d];
+        if op == Op::Write && self.fsync_every != [0, 0] {
+            self.writes_issued += 1;
+            self.last_write_arrival = Some(arrival_ns);
+        }
         Some(HostRequest {
             arrival_ns,
             op,
@@ -466,6 +511,14 @@ impl FioSource {
             },
         })
     }
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    (a / x).saturating_mul(b)
 }
 
 impl RequestSource for FioSource {

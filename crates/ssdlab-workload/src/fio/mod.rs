@@ -23,7 +23,8 @@
 //! `random_distribution`, `norandommap`, `randseed`, `runtime`, `time_based`, `ramp_time`,
 //! `write_hint`, `read_group` (ssdlab's own: the melded-pages read group of every write), `name`,
 //! the rate limits `rate`, `rate_iops` and `rate_process`, and think time `thinktime`,
-//! `thinktime_blocks`, `thinktime_blocks_type`, `thinktime_spin` (see below).
+//! `thinktime_blocks`, `thinktime_blocks_type`, `thinktime_spin` (see below), and `fsync` /
+//! `fdatasync` (see below).
 //! Options that only matter to a real device or to fio's reporting are
 //! accepted and ignored ([`IGNORED_OPTIONS`]); any other option is an error naming it, so that
 //! a job file never silently means something else here than under fio.
@@ -56,6 +57,14 @@
 //! that is one I/O, then the pause. `thinktime_spin` is the part of the pause fio spends
 //! spinning a CPU: the same idle time for the device. A job cannot have both a think time and a
 //! rate here.
+//!
+//! **Syncs.** `fsync=N` and `fdatasync=N` issue a flush after every N writes, as fio does: the
+//! flush follows the write that makes the count a multiple of N, and is queued like any other
+//! request (it covers every write issued before it; with a write-back buffer it completes once
+//! their pages are on flash). A block device has one volatile cache, so both options flush it
+//! alike; with both set, a write that is due for either is followed by one flush. Flushes do not
+//! count toward `number_ios` or `io_size`, and are reported as fio reports syncs (`sync`:
+//! `total_ios` and `lat_ns`).
 //!
 //! **Simulated time.** `runtime`, `time_based` and `ramp_time` are exposed on the spec in
 //! nanoseconds of simulated time: the source of a `time_based` job never ends and the core is
@@ -117,6 +126,8 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
     "thinktime_blocks",
     "thinktime_blocks_type",
     "thinktime_spin",
+    "fsync",
+    "fdatasync",
 ];
 
 /// fio options accepted and ignored because they do not change the request stream a simulated
@@ -394,6 +405,9 @@ pub struct JobSpec {
     pub thinktime_ns: u64,
     pub thinktime_blocks: u32,
     pub thinktime_counts_completions: bool,
+    /// `fsync` and `fdatasync`: a flush after every this many writes (0: none). A block
+    /// device has one cache to flush, so both are the same command here.
+    pub fsync_every: [u64; 2],
     /// Line where each option was last set (for errors raised after parsing).
     pub option_lines: BTreeMap<String, usize>,
 }
@@ -437,6 +451,7 @@ impl JobSpec {
             thinktime_ns: 0,
             thinktime_blocks: 1,
             thinktime_counts_completions: true,
+            fsync_every: [0; 2],
             option_lines: BTreeMap::new(),
         }
     }
@@ -475,11 +490,11 @@ impl JobSpec {
     }
 
     /// Number of requests the job will issue when known (io_size/number_ios/size bounded; None
-    /// when time_based).
+    /// when time_based), its flushes included.
     pub fn request_count(&self, device_bytes: u64) -> Option<u64> {
         generator::Layout::resolve(self, device_bytes)
             .ok()?
-            .request_count()
+            .requests_with_flushes(self)
     }
 
     /// The line where `key` was set, 0 if it was not.
@@ -795,6 +810,8 @@ fn build_job(
             "ramp_time" => job.ramp_time_ns = Some(parse_time_ns(value).map_err(err)?),
             "write_hint" => job.write_hint = Some(parse_write_hint(value).map_err(err)?),
             "read_group" => job.read_group = Some(parse_read_group(value).map_err(err)?),
+            "fsync" => job.fsync_every[0] = parse_uint(value).map_err(err)?,
+            "fdatasync" => job.fsync_every[1] = parse_uint(value).map_err(err)?,
             "name" => job.name = value.to_string(),
             _ => unreachable!("check_known let '{key}' through"),
         }
