@@ -267,6 +267,44 @@ def test_normal_output_shows_die_utilisation_and_sub_unit_writes(capsys, tmp_pat
     ) in out
 
 
+def test_fio_fdatasync_flushes_are_reported_as_fio_reports_syncs(capsys, tmp_path):
+    """``fdatasync=1`` follows each write with a flush; the JSON has fio's ``sync`` section and
+    the summary its sync lines. Written through, each write waits for its page's program and
+    the flush after it finds nothing to do; with a write-back buffer the write is done once its
+    data is in the controller and the flush waits for the program instead."""
+    job = tmp_path / "wal.fio"
+    job.write_text("[wal]\nrw=write\nbs=4k\nsize=1m\nfdatasync=1\n", encoding="utf-8")
+    through = run_json(capsys, job)["jobs"][0]
+    buffered_args = ("--set", "controller.write_buffer_pages=64")
+    buffered = run_json(capsys, job, *buffered_args)["jobs"][0]
+    for report in (through, buffered):
+        sync = report["sync"]
+        assert sync["total_ios"] == 255  # after each of the 256 writes but the last
+        assert report["write"]["total_ios"] == 256
+        lat = sync["lat_ns"]
+        assert set(lat) >= LAT_KEYS | {"percentile"}
+        assert set(lat["percentile"]) == set(PERCENTILE_KEYS)
+        assert lat["N"] == 255
+    # The preset's program is 700 µs: the write waits for it, or the flush does.
+    assert through["write"]["clat_ns"]["min"] > 700_000
+    assert through["sync"]["lat_ns"]["max"] < 10_000
+    assert buffered["write"]["clat_ns"]["max"] < 10_000
+    lat = buffered["sync"]["lat_ns"]
+    assert 700_000 < lat["min"] <= lat["mean"] <= lat["max"] < 2_000_000
+    out = run_summary(capsys, job, *buffered_args)
+    assert "  sync: 255 flushes\n" in out
+    assert f"    sync (usec): min={lat['min'] / 1e3:.2f}, max={lat['max'] / 1e3:.2f}, " in out
+    assert "    sync percentiles (usec): 50th=" in out
+    # Jobs that flush nothing print no sync lines, and report a zero count.
+    plain = tmp_path / "plain.fio"
+    plain.write_text("[plain]\nrw=write\nbs=4k\nsize=1m\n", encoding="utf-8")
+    assert run_json(capsys, plain)["jobs"][0]["sync"] == {
+        "total_ios": 0,
+        "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0},
+    }
+    assert "sync" not in run_summary(capsys, plain)
+
+
 def test_normal_output_says_waf_is_undefined_without_host_writes(capsys, tmp_path):
     """A job that writes nothing has no WAF, even when the device programs pages (DFTL's
     translation write-backs of trims here): the summary says so rather than print 0."""
@@ -579,6 +617,7 @@ def test_the_example_job_files_parse_into_their_groups():
     beside = str(examples / "reader_beside_writer.fio")
     assert _core.job_names(beside) == ["warm", "reader", "writer"]
     assert _core.job_groups(beside) == [[0], [1, 2]]
+    assert _core.job_names(str(examples / "fdatasync.fio")) == ["wal"]
 
 
 def test_group_reporting_reports_the_clones_as_one_job(capsys, tmp_path):

@@ -444,3 +444,22 @@ def test_a_headline_metric_outside_the_reports_metrics_is_an_error(tmp_path):
     meta["report"]["headline"] = ["waf"]
     meta_path.write_text(json.dumps(meta))
     assert make_report(out).headline_metrics[0] == "waf"
+
+
+def test_flushes_become_sync_columns_of_the_store():
+    """A report's ``sync`` sections (flushes, fio's syncs) flatten to ``sync.*`` columns: the
+    count over all jobs, the latency of the job with most; none when nothing was flushed."""
+    from ssdlab.store import flatten
+
+    def job(flushes: int, mean_ns: float) -> dict:
+        lat = {"min": 1_000, "max": 9_000, "mean": mean_ns, "stddev": 0.0, "N": flushes}
+        lat["percentile"] = {"50.000000": 2_000, "99.000000": 8_000}
+        return {"sync": {"total_ios": flushes, "lat_ns": lat}}
+
+    row = flatten({"jobs": [job(3, 4_000.0), job(5, 6_000.0)]})
+    assert row["sync.ios"] == 8
+    assert (row["sync.lat_mean_us"], row["sync.lat_max_us"]) == (6.0, 9.0)
+    assert (row["sync.p50_us"], row["sync.p99_us"]) == (2.0, 8.0)
+    empty = flatten({"jobs": [{"sync": {"total_ios": 0, "lat_ns": {}}}]})
+    assert empty["sync.ios"] == 0
+    assert empty["sync.lat_mean_us"] is None

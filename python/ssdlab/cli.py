@@ -647,6 +647,9 @@ def format_normal(report: dict[str, Any], source: str) -> str:
             stats = job.get(direction) or {}
             if stats.get("total_ios", 0):
                 _format_direction(lines, direction, stats)
+        sync = job.get("sync") or {}
+        if sync.get("total_ios", 0):
+            _format_sync(lines, sync)
     lines.append("")
     _format_ssd(lines, report.get("ssd", {}))
     return "\n".join(lines) + "\n"
@@ -678,6 +681,20 @@ def _format_direction(lines: list[str], direction: str, stats: dict[str, Any]) -
     shown = [f"{label}th={_us(pct[key])}" for key, label in PERCENTILES if key in pct]
     if shown:
         lines.append(f"    clat percentiles (usec): {', '.join(shown)}")
+
+
+def _format_sync(lines: list[str], sync: dict[str, Any]) -> None:
+    """Flushes, as fio prints its syncs: their count, latency and percentiles."""
+    lat = sync.get("lat_ns") or {}
+    lines.append(f"  sync: {sync.get('total_ios', 0)} flushes")
+    lines.append(
+        f"    sync (usec): min={_us(lat.get('min'))}, max={_us(lat.get('max'))}, "
+        f"avg={_us(lat.get('mean'))}, stdev={_us(lat.get('stddev'))}"
+    )
+    pct = lat.get("percentile") or {}
+    shown = [f"{label}th={_us(pct[key])}" for key, label in PERCENTILES if key in pct]
+    if shown:
+        lines.append(f"    sync percentiles (usec): {', '.join(shown)}")
 
 
 def _format_ssd(lines: list[str], ssd: dict[str, Any]) -> None:

@@ -106,6 +106,11 @@ class JobResult(Mapping[str, Any]):
     def trim(self) -> dict[str, Any]:
         return self._raw.get("trim", {})
 
+    @property
+    def sync(self) -> dict[str, Any]:
+        """Flushes, as fio reports syncs: ``total_ios`` and ``lat_ns`` (from issue)."""
+        return self._raw.get("sync", {})
+
     def to_dict(self) -> dict[str, Any]:
         return self._raw
 

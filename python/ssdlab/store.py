@@ -81,8 +81,10 @@ def flatten(report: dict[str, Any]) -> dict[str, Any]:
 
     Per direction (``read``, ``write``, ``trim``) over all jobs: ``iops`` and ``bw_bytes``
     (summed), ``ios``, and the completion latency mean, max and percentiles in µs of the job
-    with the most I/Os in that direction. The ``ssd`` section's scalars keep their dotted paths
-    (``waf``, ``gc.units_moved``, ``erases.mean``, ``energy_j``, ``die_utilisation``, ...).
+    with the most I/Os in that direction; flushes (fio's ``sync``) likewise: ``sync.ios``,
+    ``sync.lat_mean_us``, ``sync.lat_max_us``, ``sync.p50_us`` ... The ``ssd`` section's
+    scalars keep their dotted paths (``waf``, ``gc.units_moved``, ``erases.mean``,
+    ``energy_j``, ``die_utilisation``, ...).
     """
     row: dict[str, Any] = {}
     jobs = report.get("jobs", [])
@@ -99,6 +101,17 @@ def flatten(report: dict[str, Any]) -> dict[str, Any]:
         percentiles = clat.get("percentile") or {}
         for key, suffix in PERCENTILES:
             row[f"{direction}.{suffix}"] = _us(percentiles.get(key)) if ios else None
+    # Flushes (fio's ``sync``): over all jobs, the count and the latency of the job with most.
+    syncs = [job.get("sync") or {} for job in jobs]
+    row["sync.ios"] = int(sum(p.get("total_ios", 0) for p in syncs))
+    main = max(syncs, key=lambda p: p.get("total_ios", 0), default={})
+    lat = main.get("lat_ns") or {}
+    flushed = main.get("total_ios", 0)
+    row["sync.lat_mean_us"] = _us(lat.get("mean")) if flushed else None
+    row["sync.lat_max_us"] = _us(lat.get("max")) if flushed else None
+    percentiles = lat.get("percentile") or {}
+    for key, suffix in PERCENTILES:
+        row[f"sync.{suffix}"] = _us(percentiles.get(key)) if flushed else None
     for key, value in _scalars(report.get("ssd", {}), ""):
         if key not in ("seed", "config_hash"):
             row[key] = value
