@@ -243,11 +243,68 @@ fn random_devices_keep_data_and_accounting() {
 /// on a die), the host never takes the GC reserve, and the same seed gives the same JSON.
 #[test]
 fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting() {
+    let runs = every_combination(Mix::Spread);
+    if std::env::var("SWARM_COMBINATION").is_ok() {
+        return; // one combination replayed: the counts below are over all of them
+    }
+    assert!(
+        runs.with_gc >= 24,
+        "only {} of 48 runs collected garbage",
+        runs.with_gc
+    );
+    assert!(
+        runs.side_by_side >= 10,
+        "only {} of 48 runs had jobs side by side",
+        runs.side_by_side
+    );
+}
+
+/// The same combinations on hot data behind a write-back buffer: sub-page and page writes over
+/// a sixteenth of the device, reads, trims and flushes, so that rewrites merge into pages that
+/// wait in the buffer (their programs leave their die queues and join again), flushes wait for
+/// buffered pages, and GC collects blocks whose programs are still queued. Every request and
+/// every flush completes, with the accounting as above.
+#[test]
+fn hot_rewrites_behind_a_write_back_buffer_complete_with_every_flush_in_every_combination() {
+    let runs = every_combination(Mix::HotBuffered);
+    if std::env::var("SWARM_COMBINATION").is_ok() {
+        return;
+    }
+    assert!(
+        runs.with_merges >= 40,
+        "only {} of 48 runs merged writes",
+        runs.with_merges
+    );
+    assert!(
+        runs.with_gc >= 24,
+        "only {} of 48 runs collected garbage",
+        runs.with_gc
+    );
+}
+
+/// The requests of a combination run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mix {
+    /// Whole-page reads, writes and trims anywhere on the device.
+    Spread,
+    /// Hot sub-page rewrites with flushes, through a write-back buffer of 1 to 32 pages.
+    HotBuffered,
+}
+
+/// How many of the combination runs did what the test wants exercised.
+struct Runs {
+    with_gc: u32,
+    side_by_side: u32,
+    with_merges: u32,
+}
+
+fn every_combination(mix: Mix) -> Runs {
     use ssdlab_core::ftl::GC_RESERVE_BLOCKS;
     use ssdlab_core::{Loop, RunSpec, VecSource};
     let mut combinations = 0;
     let mut with_gc = 0;
     let mut side_by_side = 0;
+    let mut with_merges = 0;
     for (scheduler, ftl_kind) in ["fcfs", "priority", "out_of_order"]
         .into_iter()
         .flat_map(|s| [(s, "page_map"), (s, "dftl")])
@@ -255,7 +312,7 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
         for allocation in ["dynamic", "static"] {
             for suspend in [false, true] {
                 for step in ["1", "8"] {
-                    let seed = combinations as u64;
+                    let seed = combinations as u64 + if mix == Mix::Spread { 0 } else { 1000 };
                     combinations += 1;
                     if std::env::var("SWARM_COMBINATION").is_ok_and(|s| s != seed.to_string()) {
                         continue;
@@ -272,6 +329,10 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
                         ]);
                         if suspend {
                             overrides.push(("cell.max_suspends".into(), "2".into()));
+                        }
+                        if mix == Mix::HotBuffered {
+                            let pages = ["1", "2", "8", "32"][rng.gen_range(0..4)];
+                            overrides.push(("controller.write_buffer_pages".into(), pages.into()));
                         }
                         if ftl_kind == "dftl" {
                             // DFTL maps whole pages; its translation reads and write-backs
@@ -296,22 +357,47 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
                         let mut t = 0;
                         let requests: Vec<HostRequest> = (0..n)
                             .map(|_| {
-                                let len = page * rng.gen_range(1..=3);
-                                let offset = rng.gen_range(0..(capacity - len) / page) * page;
-                                let op = match rng.gen_range(0..10) {
-                                    0..=5 => Op::Write,
-                                    6..=8 => Op::Read,
-                                    _ => Op::Trim,
+                                let (op, offset, len) = match mix {
+                                    Mix::Spread => {
+                                        let len = page * rng.gen_range(1..=3);
+                                        let offset =
+                                            rng.gen_range(0..(capacity - len) / page) * page;
+                                        let op = match rng.gen_range(0..10) {
+                                            0..=5 => Op::Write,
+                                            6..=8 => Op::Read,
+                                            _ => Op::Trim,
+                                        };
+                                        (op, offset, len)
+                                    }
+                                    Mix::HotBuffered => {
+                                        let len = if rng.gen_bool(0.5) {
+                                            page * rng.gen_range(1..=2)
+                                        } else {
+                                            512 * rng.gen_range(1..=4)
+                                        };
+                                        let hot = (capacity / 16).max(8 * page);
+                                        let offset = rng.gen_range(0..(hot - len) / 512) * 512;
+                                        match rng.gen_range(0..20) {
+                                            0..=12 => (Op::Write, offset, len),
+                                            13..=16 => (Op::Read, offset, len),
+                                            17 => (Op::Flush, 0, 0),
+                                            _ => (Op::Trim, offset, len),
+                                        }
+                                    }
                                 };
                                 let mut r = HostRequest::new(op, offset, len);
                                 if op == Op::Write {
                                     r.hint = random_hint(&mut rng, handles);
                                 }
-                                t += rng.gen_range(0..400_000);
+                                t += match mix {
+                                    Mix::Spread => rng.gen_range(0..400_000),
+                                    Mix::HotBuffered => rng.gen_range(0..40_000),
+                                };
                                 r.arrival_ns = Some(t);
                                 r
                             })
                             .collect();
+                        let flushes = requests.iter().filter(|r| r.op == Op::Flush).count();
                         // One job, or two or three side by side (fio's run groups), each
                         // paced its own way; the requests are dealt out in turn, so each
                         // job's arrivals still ascend.
@@ -329,7 +415,10 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
                             .map(|list| RunSpec {
                                 name: "swarm".into(),
                                 source: Box::new(VecSource::new(list)),
-                                queue_depth: rng.gen_range(1..=64),
+                                queue_depth: match mix {
+                                    Mix::Spread => rng.gen_range(1..=64),
+                                    Mix::HotBuffered => rng.gen_range(1..=256),
+                                },
                                 pacing: if rng.gen_bool(0.5) {
                                     Loop::Open { time_scale: 1.0 }
                                 } else if rng.gen_bool(0.3) {
@@ -363,7 +452,16 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
                                     .map(|d| job[d]["total_ios"].as_u64().unwrap())
                             })
                             .sum();
-                        assert_eq!(done, n as u64, "seed {seed}: every request completes");
+                        assert_eq!(
+                            done + flushes as u64,
+                            n as u64,
+                            "seed {seed}: every request completes"
+                        );
+                        let synced: u64 = reports
+                            .iter()
+                            .map(|job| job["sync"]["total_ios"].as_u64().unwrap())
+                            .sum();
+                        assert_eq!(synced, flushes as u64, "seed {seed}: every flush completes");
                         dev.ftl()
                             .check_invariants()
                             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
@@ -380,26 +478,27 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
                         }
                         let mut out = serde_json::json!({ "jobs": reports });
                         out["ssd"] = dev.ssd_json();
-                        (out.to_string(), ftl.gc_invocations, jobs)
+                        let merged = out["ssd"]["buffer_merged_units"].as_u64().unwrap();
+                        (out.to_string(), (ftl.gc_invocations, merged), jobs)
                     };
-                    let (a, gc, jobs) = run_once();
+                    let (a, (gc, merged), jobs) = run_once();
                     let (b, _, _) = run_once();
                     side_by_side += (jobs > 1) as u32;
                     assert!(a == b, "seed {seed}: the same seed gave different results");
                     with_gc += (gc > 0) as u32;
+                    with_merges += (merged > 0) as u32;
                 }
             }
         }
     }
-    if std::env::var("SWARM_COMBINATION").is_ok() {
-        return;
+    if std::env::var("SWARM_COMBINATION").is_err() {
+        assert_eq!(combinations, 48);
     }
-    assert_eq!(combinations, 48);
-    assert!(with_gc >= 24, "only {with_gc} of 48 runs collected garbage");
-    assert!(
-        side_by_side >= 10,
-        "only {side_by_side} of 48 runs had jobs side by side"
-    );
+    Runs {
+        with_gc,
+        side_by_side,
+        with_merges,
+    }
 }
 
 /// Found by a random run: a static stripe sends each 1 KiB write of a 4 KiB unit to the next
