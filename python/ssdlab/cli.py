@@ -673,28 +673,30 @@ def _format_direction(lines: list[str], direction: str, stats: dict[str, Any]) -
         parts.append((" lat", stats.get("lat_ns") or {}))
     for name, part in parts:
         if part:
-            lines.append(
-                f"    {name} (usec): min={_us(part.get('min'))}, max={_us(part.get('max'))}, "
-                f"avg={_us(part.get('mean'))}, stdev={_us(part.get('stddev'))}"
-            )
-    pct = clat.get("percentile") or {}
-    shown = [f"{label}th={_us(pct[key])}" for key, label in PERCENTILES if key in pct]
-    if shown:
-        lines.append(f"    clat percentiles (usec): {', '.join(shown)}")
+            _format_latency(lines, name, part)
+    _format_percentiles(lines, "clat", clat)
 
 
 def _format_sync(lines: list[str], sync: dict[str, Any]) -> None:
     """Flushes, as fio prints its syncs: their count, latency and percentiles."""
     lat = sync.get("lat_ns") or {}
     lines.append(f"  sync: {sync.get('total_ios', 0)} flushes")
+    _format_latency(lines, "sync", lat)
+    _format_percentiles(lines, "sync", lat)
+
+
+def _format_latency(lines: list[str], name: str, lat: dict[str, Any]) -> None:
     lines.append(
-        f"    sync (usec): min={_us(lat.get('min'))}, max={_us(lat.get('max'))}, "
+        f"    {name} (usec): min={_us(lat.get('min'))}, max={_us(lat.get('max'))}, "
         f"avg={_us(lat.get('mean'))}, stdev={_us(lat.get('stddev'))}"
     )
+
+
+def _format_percentiles(lines: list[str], name: str, lat: dict[str, Any]) -> None:
     pct = lat.get("percentile") or {}
     shown = [f"{label}th={_us(pct[key])}" for key, label in PERCENTILES if key in pct]
     if shown:
-        lines.append(f"    sync percentiles (usec): {', '.join(shown)}")
+        lines.append(f"    {name} percentiles (usec): {', '.join(shown)}")
 
 
 def _format_ssd(lines: list[str], ssd: dict[str, Any]) -> None:

@@ -567,9 +567,11 @@ mod scheduling {
         r
     }
 
-    /// Durations of the run's requests by request number.
-    pub(super) fn open_run(dev: &mut Device, requests: Vec<HostRequest>) -> Vec<u64> {
-        let earlier = dev.request_log().unwrap().len();
+    /// The job report of an open-loop run of `requests` at queue depth 8.
+    pub(super) fn open_run_report(
+        dev: &mut Device,
+        requests: Vec<HostRequest>,
+    ) -> serde_json::Value {
         dev.run_to_end(RunSpec {
             name: "job".into(),
             source: Box::new(VecSource::new(requests)),
@@ -578,7 +580,13 @@ mod scheduling {
             runtime_ns: None,
             ramp_ns: None,
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    /// Durations of the run's requests by request number.
+    pub(super) fn open_run(dev: &mut Device, requests: Vec<HostRequest>) -> Vec<u64> {
+        let earlier = dev.request_log().unwrap().len();
+        open_run_report(dev, requests);
         let mut rows: Vec<_> = dev.request_log().unwrap()[earlier..].to_vec();
         rows.sort_by_key(|r| r.request);
         rows.iter().map(|r| r.duration_ns).collect()
@@ -1301,16 +1309,7 @@ mod mapping_units {
             ("controller.scheduler", "priority"),
             ("controller.write_buffer_pages", "4"),
         ]);
-        let job = dev
-            .run_to_end(RunSpec {
-                name: "job".into(),
-                source: Box::new(VecSource::new(requests)),
-                queue_depth: 8,
-                pacing: Loop::Open { time_scale: 1.0 },
-                runtime_ns: None,
-                ramp_ns: None,
-            })
-            .unwrap();
+        let job = super::scheduling::open_run_report(&mut dev, requests);
         let sync = &job["sync"];
         assert_eq!(sync["total_ios"], 2, "{sync}");
         let lat = &sync["lat_ns"];
