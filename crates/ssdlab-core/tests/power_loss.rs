@@ -135,6 +135,50 @@ fn flushed_writes_survive_power_loss_page_map() {
     }
 }
 
+/// Runs on the event engine leave the pages still filling staged, as `submit` does: a power
+/// loss loses their units unless a flush programmed them first; a page begun outside a run and
+/// filled in one is on flash.
+#[test]
+fn pages_filling_when_a_run_ends_stay_staged() {
+    use ssdlab_core::{Loop, RunSpec, VecSource};
+    let packed = [("geometry.page_size_bytes", "16384")];
+    let run = |dev: &mut Device, requests: Vec<HostRequest>| {
+        dev.run_to_end(RunSpec {
+            name: "job".into(),
+            source: Box::new(VecSource::new(requests)),
+            queue_depth: 4,
+            pacing: Loop::Closed,
+            runtime_ns: None,
+            ramp_ns: None,
+        })
+        .unwrap()
+    };
+    let write = |unit: u64| request(Op::Write, unit * 4096, 4096);
+    let outcome = |dev: &mut Device| {
+        dev.power_loss().unwrap();
+        let r = dev.recover().unwrap();
+        (r.lost_units, r.mapped_units)
+    };
+    // One unit staged when the run ends: lost with its page's slots.
+    let mut dev = device(&packed, 1);
+    run(&mut dev, vec![write(0)]);
+    assert_eq!(outcome(&mut dev), (4, 0));
+    // Flushed after the run (outside it, or in the next one): on flash.
+    let mut dev = device(&packed, 1);
+    run(&mut dev, vec![write(0)]);
+    dev.submit(&request(Op::Flush, 0, 0), None, None).unwrap();
+    assert_eq!(outcome(&mut dev), (0, 1));
+    let mut dev = device(&packed, 1);
+    run(&mut dev, vec![write(0)]);
+    run(&mut dev, vec![request(Op::Flush, 0, 0)]);
+    assert_eq!(outcome(&mut dev), (0, 1));
+    // Begun by `submit`, filled in a run: programmed, nothing lost.
+    let mut dev = device(&packed, 1);
+    dev.submit(&write(0), None, None).unwrap();
+    run(&mut dev, vec![write(1), write(2), write(3)]);
+    assert_eq!(outcome(&mut dev), (0, 4));
+}
+
 #[test]
 fn flushed_writes_survive_power_loss_dftl() {
     for seed in 1..=3 {

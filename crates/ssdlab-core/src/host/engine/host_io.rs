@@ -326,6 +326,10 @@ impl Device {
                 continue;
             }
             self.engine().staged_programs.remove(&ppa);
+            if !self.staged.is_empty() {
+                // Begun outside the run (or in an earlier one): no longer staged.
+                self.staged.remove(&ppa);
+            }
             self.count_host_program(ppa);
             let e = self.engine();
             if buffer_pages > 0 {
