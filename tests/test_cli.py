@@ -184,6 +184,8 @@ def test_json_keys_are_named_as_fio_names_them(capsys, randrw_job):
         assert list(fio_job[direction]["clat_ns"]["percentile"]) == PERCENTILE_KEYS
     ours = run_json(capsys, randrw_job)["jobs"][0]
     assert list(ours["read"]["clat_ns"]["percentile"]) == PERCENTILE_KEYS
+    # Flushes are fio's syncs: a job with none reports the section exactly as fio does.
+    assert ours["sync"] == fio_job["sync"]
 
 
 def test_same_seed_identical_json_different_seed_different_latency(capsys, randrw_job):
@@ -291,6 +293,10 @@ def test_fio_fdatasync_flushes_are_reported_as_fio_reports_syncs(capsys, tmp_pat
     assert buffered["write"]["clat_ns"]["max"] < 10_000
     lat = buffered["sync"]["lat_ns"]
     assert 700_000 < lat["min"] <= lat["mean"] <= lat["max"] < 2_000_000
+    # Power-loss protection: accepted data is durable, so a flush has nothing to wait for.
+    protected = run_json(capsys, job, "--set", "controller.power_loss_protection=true")
+    assert protected["jobs"][0]["sync"]["lat_ns"]["max"] == 0
+    assert protected["ssd"]["padded_units"] == 0
     out = run_summary(capsys, job, *buffered_args)
     assert "  sync: 255 flushes\n" in out
     assert f"    sync (usec): min={lat['min'] / 1e3:.2f}, max={lat['max'] / 1e3:.2f}, " in out

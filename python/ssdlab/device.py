@@ -342,7 +342,8 @@ class Device:
     def power_loss(self) -> None:
         """Simulate a power loss now: the mapping in RAM, DFTL's cached mapping table and the
         units staged in partly filled pages are lost (commands already issued to the flash
-        complete). Until :meth:`recover`, requests raise :class:`DeviceError`."""
+        complete; with ``controller.power_loss_protection`` the staged pages are programmed
+        too). Until :meth:`recover`, requests raise :class:`DeviceError`."""
         self._handle.power_loss()
 
     def recover(self) -> dict[str, int]:

@@ -315,6 +315,17 @@ pub struct ControllerConfig {
     pub scheduler: SchedulerKind,
     /// Priority scheduling: a waiting transaction rises one class per this much waiting.
     pub aging_ns: u64,
+    /// Power-loss protection (hold-up capacitors, as on enterprise drives): data the controller
+    /// has accepted is durable, so a flush completes at once, pads no page and waits for no
+    /// program, and a power loss programs the pages still filling instead of losing them.
+    /// Left out of the canonical form while off, so that configurations without it keep their
+    /// hashes.
+    #[serde(skip_serializing_if = "is_false")]
+    pub power_loss_protection: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 impl Default for ControllerConfig {
@@ -325,6 +336,7 @@ impl Default for ControllerConfig {
             write_buffer_pages: 0,
             scheduler: SchedulerKind::Priority,
             aging_ns: 5_000_000,
+            power_loss_protection: false,
         }
     }
 }

@@ -45,6 +45,7 @@ fn content(unit: u64, version: u32, bytes: usize) -> Vec<u8> {
 fn swarm(extra: &[(&str, &str)], seed: u64) -> u64 {
     let ctx = format!("seed {seed}, {extra:?}");
     let mut dev = device(extra, seed);
+    let protected = dev.config().controller.power_loss_protection;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let unit = dev.derived().mapping_unit_bytes as u64;
     let units = dev.logical_bytes() / unit;
@@ -82,6 +83,10 @@ fn swarm(extra: &[(&str, &str)], seed: u64) -> u64 {
                     *d = (*d).max(s);
                 }
             }
+        }
+        if protected {
+            // Power-loss protection: every acknowledged write is durable, flushed or not.
+            durable.clone_from(&written);
         }
         dev.power_loss().unwrap();
         let report = dev.recover().unwrap_or_else(|e| panic!("{ctx}: {e}"));
@@ -135,9 +140,28 @@ fn flushed_writes_survive_power_loss_page_map() {
     }
 }
 
+/// With power-loss protection every acknowledged write survives, the units of partly filled
+/// pages included: the hold-up energy programs them.
+#[test]
+fn acknowledged_writes_survive_power_loss_with_protection() {
+    for seed in 1..=3 {
+        for extra in [
+            &[("controller.power_loss_protection", "true")][..],
+            &[
+                ("controller.power_loss_protection", "true"),
+                ("geometry.page_size_bytes", "16384"),
+                ("controller.write_buffer_pages", "16"),
+            ],
+        ] {
+            assert_eq!(swarm(extra, seed), 0, "seed {seed}: {extra:?}");
+        }
+    }
+}
+
 /// Runs on the event engine leave the pages still filling staged, as `submit` does: a power
 /// loss loses their units unless a flush programmed them first; a page begun outside a run and
-/// filled in one is on flash.
+/// filled in one is on flash. With power-loss protection nothing staged is lost, and a flush
+/// is done at once, padding nothing.
 #[test]
 fn pages_filling_when_a_run_ends_stay_staged() {
     use ssdlab_core::{Loop, RunSpec, VecSource};
@@ -177,6 +201,23 @@ fn pages_filling_when_a_run_ends_stay_staged() {
     dev.submit(&write(0), None, None).unwrap();
     run(&mut dev, vec![write(1), write(2), write(3)]);
     assert_eq!(outcome(&mut dev), (0, 4));
+    // Protected: the staged unit survives; flushes, in a run and outside, pad nothing and
+    // take no time.
+    let protected = [
+        ("geometry.page_size_bytes", "16384"),
+        ("controller.power_loss_protection", "true"),
+    ];
+    let mut dev = device(&protected, 1);
+    let job = run(&mut dev, vec![write(0), request(Op::Flush, 0, 0)]);
+    assert_eq!(job["sync"]["total_ios"], 1);
+    assert_eq!(job["sync"]["lat_ns"]["max"], 0);
+    let before = dev.now_ns();
+    let c = dev.submit(&request(Op::Flush, 0, 0), None, None).unwrap();
+    assert_eq!(c.complete_ns, before);
+    assert_eq!(dev.ftl().counters().padded_units, 0);
+    assert_eq!(outcome(&mut dev), (0, 1));
+    // The power loss programmed the page, padded: three empty slots.
+    assert_eq!(dev.ftl().counters().padded_units, 3);
 }
 
 #[test]

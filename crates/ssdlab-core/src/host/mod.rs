@@ -653,6 +653,8 @@ impl Device {
                 self.execute_trim(req, first_unit, units);
                 (start, false)
             }
+            // Accepted data is already durable on a power-loss-protected drive.
+            Op::Flush if self.config.controller.power_loss_protection => (start, false),
             Op::Flush => (self.flush_staged(start).max(self.buffer_last_end_ns), false),
         };
         self.note_mapping_cache();

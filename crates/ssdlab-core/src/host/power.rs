@@ -1,6 +1,8 @@
 //! Power loss and recovery. A power loss at the device's present drops what is volatile: the
 //! mapping in RAM (and DFTL's cached table) and the units still staged in the controller's
-//! write buffer (partly filled pages, never sent to flash). Commands already issued to the
+//! write buffer (partly filled pages, never sent to flash), unless the drive has power-loss
+//! protection (`controller.power_loss_protection`): then the hold-up energy programs those
+//! pages, padded, and only the mapping needs rebuilding. Commands already issued to the
 //! dies complete on the drive's hold-up energy, as on drives with power-loss protection: the
 //! reservation model issues a buffered page's program when the buffer accepts it, and fixes
 //! each die's order of programs and erases then, so completing them keeps every copy that
@@ -40,7 +42,13 @@ impl Device {
                 "a run is in progress: finish it before simulating a power loss",
             ));
         }
-        let now = self.now_ns;
+        let mut now = self.now_ns;
+        if self.config.controller.power_loss_protection {
+            // The hold-up energy programs the pages still filling, padded: nothing accepted
+            // is lost, and recovery starts once those programs are done.
+            now = now.max(self.flush_staged(now));
+            self.now_ns = now;
+        }
         let shift = self.unit_shift;
         let mut lost = BTreeSet::new();
         for &ppa in self.staged.keys() {

@@ -51,6 +51,8 @@ impl Device {
                 self.engine_trim(req, start, first_unit, units, slot);
                 Ok(())
             }
+            // Accepted data is already durable on a power-loss-protected drive.
+            Op::Flush if self.config.controller.power_loss_protection => Ok(()),
             Op::Flush => {
                 self.engine_flush_staged(start, slot);
                 let e = self.engine();
