@@ -482,6 +482,10 @@ impl Ftl for DftlFtl {
         self.inner.is_programmed(unit)
     }
 
+    fn holds_current_copy(&self, unit: u32) -> bool {
+        self.inner.holds_current_copy(unit)
+    }
+
     fn write(
         &mut self,
         write: UnitWrite,

@@ -168,6 +168,8 @@ pub trait Ftl: Send {
     /// Is the page holding physical unit `unit` programmed (not still filling in the write
     /// buffer)?
     fn is_programmed(&self, unit: u32) -> bool;
+    /// Does physical unit `unit` hold the current copy of its logical unit (valid)?
+    fn holds_current_copy(&self, unit: u32) -> bool;
     /// Map `write.unit` to the next unit of its placement handle's frontier; foreground GC
     /// goes into `ops`.
     fn write(&mut self, write: UnitWrite, ops: &mut Vec<FlashOp>)

@@ -1141,6 +1141,10 @@ impl Ftl for PageMapFtl {
     }
 
     #[inline]
+    fn holds_current_copy(&self, unit: u32) -> bool {
+        is_valid(&self.valid_bits, unit)
+    }
+
     fn is_programmed(&self, unit: u32) -> bool {
         if self.unit_shift == 0 {
             return true;

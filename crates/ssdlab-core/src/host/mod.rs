@@ -241,8 +241,8 @@ pub struct Device {
     native: Option<Box<NativeFlashState>>,
     /// The block interface has taken a request or preconditioning (the flash is the FTL's).
     block_interface_used: bool,
-    /// After a power loss, until recovery: the physical units lost.
-    powered_off: Option<std::collections::BTreeSet<u32>>,
+    /// After a power loss, until recovery: what it took.
+    powered_off: Option<power::PowerLost>,
     /// FlexECC is on (`flexecc.mode`): per-page codes and bit errors; scratch for its reads.
     flex: bool,
     flex_scratch: (Vec<u8>, Vec<u32>),

@@ -23,7 +23,8 @@ pub struct RecoveryReport {
     pub oob_pages_read: u64,
     /// Pages read whole (DFTL's translation pages).
     pub full_pages_read: u64,
-    /// Mapping units whose data was lost (staged or not yet programmed at the power loss).
+    /// Mapping units whose data was lost: the current copies of logical units that were staged
+    /// in pages not yet programmed at the power loss.
     pub lost_units: u64,
     /// Logical units mapped after recovery.
     pub mapped_units: u64,
@@ -31,6 +32,15 @@ pub struct RecoveryReport {
     pub duration_ns: u64,
     /// When the device was ready again.
     pub ready_ns: u64,
+}
+
+/// What a power loss took: the physical units whose pages were never programmed (every slot of
+/// a staged page), and how many of them held the current copy of their logical unit (the
+/// data lost; an empty slot or a copy already rewritten loses nothing).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PowerLost {
+    units: BTreeSet<u32>,
+    live: u64,
 }
 
 impl Device {
@@ -51,16 +61,20 @@ impl Device {
         }
         let shift = self.unit_shift;
         let mut lost = BTreeSet::new();
+        let mut live = 0;
         for &ppa in self.staged.keys() {
             let first = ppa << shift;
             lost.extend(first..first + (1 << shift));
+            live += (first..first + (1 << shift))
+                .filter(|&unit| self.ftl.holds_current_copy(unit))
+                .count() as u64;
         }
         self.staged.clear();
         self.buffer_ends.clear();
         self.buffer_last_end_ns = now;
         self.programs_in_flight.clear();
         self.active_plane.iter_mut().for_each(|p| *p = u32::MAX);
-        self.powered_off = Some(lost);
+        self.powered_off = Some(PowerLost { units: lost, live });
         Ok(())
     }
 
@@ -72,7 +86,7 @@ impl Device {
                 "recover: the device has not lost power (call power_loss first)",
             ));
         };
-        let scan = self.ftl.recover(&|unit| lost.contains(&unit));
+        let scan = self.ftl.recover(&|unit| lost.units.contains(&unit));
         let start = self.now_ns;
         // Work in flight at the power loss was aborted: dies and channels are free now.
         for die in 0..self.geo.dies {
@@ -115,7 +129,7 @@ impl Device {
         Ok(RecoveryReport {
             oob_pages_read: scan.oob_pages.len() as u64,
             full_pages_read: scan.full_pages.len() as u64,
-            lost_units: lost.len() as u64,
+            lost_units: lost.live,
             mapped_units,
             duration_ns: end - start,
             ready_ns: end,
