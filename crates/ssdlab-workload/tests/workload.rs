@@ -364,6 +364,53 @@ mod fio_limits {
     }
 }
 
+mod fio_host_options {
+    //! Options that only concern the host running fio, the buffers' contents or fio's own logs
+    //! are accepted and change nothing; options that change the stream are refused by name.
+    use super::*;
+
+    #[test]
+    fn a_job_file_written_for_a_real_device_gives_the_same_stream() {
+        let core = "rw=randwrite\nbs=4k\nsize=1m\niodepth=32\nnumber_ios=500\n";
+        let real = format!(
+            "[global]\nioengine=libaio\ndirect=1\nrandrepeat=0\nallrandrepeat=1\n\
+             refill_buffers\nbuffer_compress_percentage=50\nbuffer_compress_chunk=4k\n\
+             zero_buffers=0\nbuffer_pattern=0xdeadbeef\ndedupe_percentage=10\n\
+             cpus_allowed=0-1\ncpus_allowed_policy=split\nnice=-5\nprio=0\nprioclass=1\n\
+             ioscheduler=none\ngtod_reduce=1\nclocksource=clock_gettime\nlockmem=1g\n\
+             write_lat_log=lat\nwrite_bw_log=bw\nwrite_iops_log=iops\nlog_avg_msec=1000\n\
+             per_job_logs=0\ndisk_util=0\nfadvise_hint=0\nunlink=0\nthread\n\
+             [job]\nfilename=/dev/nvme0n1\n{core}"
+        );
+        let plain = format!("[job]\n{core}");
+        let a = run(&real, GIB, 3);
+        let b = run(&plain, GIB, 3);
+        assert_eq!(a.len(), 500);
+        assert!(a == b, "the host's options changed the request stream");
+    }
+
+    #[test]
+    fn options_that_change_the_stream_or_the_report_are_refused_by_name() {
+        for option in [
+            "sync=1",
+            "exitall",
+            "kb_base=1000",
+            "iodepth_batch_submit=8",
+            "unified_rw_reporting=1",
+            "verify=crc32c",
+        ] {
+            let e = parse_job_file(&format!("[j]\nrw=write\n{option}\n"), "j.fio")
+                .unwrap_err()
+                .to_string();
+            let key = option.split('=').next().unwrap();
+            assert!(
+                e.contains("j.fio:3") && e.contains(&format!("'{key}'")),
+                "{e}"
+            );
+        }
+    }
+}
+
 mod fio_syncs {
     //! `fsync` / `fdatasync`: a flush after every N writes, as fio issues its syncs.
     use super::*;

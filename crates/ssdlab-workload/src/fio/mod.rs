@@ -131,18 +131,74 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
 ];
 
 /// fio options accepted and ignored because they do not change the request stream a simulated
-/// device sees: the I/O engine and page-cache options (`direct`, `buffered`, `invalidate`)
-/// concern the host's path to a real device, `filename` names that device (we have one),
-/// `thread` and `description` only change fio's process model or report. The `verify` family is deliberately absent: it would add reads we do not
-/// generate, so it is rejected.
+/// device sees: the I/O engine and page-cache options (`direct`, `buffered`, `invalidate`,
+/// `fadvise_hint`) concern the host's path to a real device, `filename` names that device (we
+/// have one), and file handling (`unlink`, `create_on_open`) has no device to act on; where
+/// fio runs (`thread`, `cpus_allowed`, `cpumask`, NUMA, `nice`, `prio`, `ioscheduler`, I/O
+/// memory, `clocksource`, `gtod_reduce`) changes the host, not the requests; the buffers'
+/// contents (`refill_buffers`, `zero_buffers`, `buffer_pattern`, compression and dedupe
+/// ratios) do not matter to a device that models no compression; fio's log files and
+/// `disk_util` are reports of its own (ssdlab's are `--request-log` and `--time-series`), as is
+/// `description`. `randrepeat` and `allrandrepeat` are accepted because ssdlab's random streams
+/// always follow the run's seed: a job is repeatable whatever they say. The `verify` family is
+/// deliberately absent: it would add reads we do not generate, so it is rejected; so are options
+/// that change the stream or the report (`sync`, `exitall`, `kb_base`, `iodepth_batch_*`,
+/// `unified_rw_reporting`, ...).
 pub const IGNORED_OPTIONS: &[&str] = &[
+    // The host's path to a real device.
     "ioengine",
     "direct",
     "filename",
-    "thread",
     "buffered",
     "invalidate",
+    "fadvise_hint",
+    "unlink",
+    "create_on_open",
+    // Where and how fio itself runs.
+    "thread",
+    "cpus_allowed",
+    "cpus_allowed_policy",
+    "cpumask",
+    "numa_cpu_nodes",
+    "numa_mem_policy",
+    "nice",
+    "prio",
+    "prioclass",
+    "ioscheduler",
+    "iomem",
+    "mem",
+    "iomem_align",
+    "mem_align",
+    "hugepage-size",
+    "lockmem",
+    "clocksource",
+    "gtod_reduce",
+    "gtod_cpu",
+    // The contents of the write buffers.
+    "refill_buffers",
+    "scramble_buffers",
+    "zero_buffers",
+    "buffer_pattern",
+    "buffer_compress_percentage",
+    "buffer_compress_chunk",
+    "dedupe_percentage",
+    // fio's own reports and log files.
     "description",
+    "disk_util",
+    "write_bw_log",
+    "write_lat_log",
+    "write_iops_log",
+    "write_hist_log",
+    "log_avg_msec",
+    "log_hist_msec",
+    "log_hist_coarseness",
+    "per_job_logs",
+    "log_offset",
+    "log_compression",
+    "log_unix_epoch",
+    // Always repeatable here (the run's seed).
+    "randrepeat",
+    "allrandrepeat",
 ];
 
 /// A parsed job file.
