@@ -446,7 +446,7 @@ impl Device {
         let ftl = &self.ftl;
         self.series.record(
             completion.complete_ns,
-            req.op == Op::Read,
+            req.op,
             req.length,
             completion.latency_ns(),
             || series_counters(ftl.as_ref()),

@@ -621,7 +621,7 @@ impl Device {
         let ftl = &self.ftl;
         self.series.record(
             f.complete_ns,
-            f.op == Op::Read,
+            f.op,
             f.bytes,
             f.complete_ns - f.arrival_ns,
             || super::series_counters(ftl.as_ref()),

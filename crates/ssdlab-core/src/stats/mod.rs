@@ -8,6 +8,7 @@ mod report;
 
 pub use report::{job_json, ssd_json, SeaReportInputs, SsdReportInputs};
 
+use crate::request::Op;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -490,14 +491,16 @@ impl TimeSeries {
         self.interval_ns
     }
 
-    /// Account a completion at `time_ns`; `counters` gives (host pages, flash pages, gc moves,
-    /// erases) now, so that device work lands in the interval in which it happened. It is only
-    /// called when an interval closes, which keeps the per-completion cost to a comparison.
+    /// Account a completion of `op` at `time_ns`; `counters` gives (host pages, flash pages, gc
+    /// moves, erases) now, so that device work lands in the interval in which it happened. It is
+    /// only called when an interval closes, which keeps the per-completion cost to a comparison.
+    /// Rows count reads and writes: a trim's range is not written bytes, nor is a flush's wait a
+    /// write's latency (their device work still lands in the counters).
     #[inline]
     pub fn record(
         &mut self,
         time_ns: u64,
-        is_read: bool,
+        op: Op,
         bytes: u64,
         latency_ns: u64,
         counters: impl FnOnce() -> SeriesCounters,
@@ -511,14 +514,18 @@ impl TimeSeries {
             self.current.start_ns = time_ns - time_ns % self.interval_ns;
         }
         let row = &mut self.current;
-        if is_read {
-            row.reads += 1;
-            row.read_bytes += bytes;
-            row.read_lat_sum += latency_ns as u128;
-        } else {
-            row.writes += 1;
-            row.write_bytes += bytes;
-            row.write_lat_sum += latency_ns as u128;
+        match op {
+            Op::Read => {
+                row.reads += 1;
+                row.read_bytes += bytes;
+                row.read_lat_sum += latency_ns as u128;
+            }
+            Op::Write => {
+                row.writes += 1;
+                row.write_bytes += bytes;
+                row.write_lat_sum += latency_ns as u128;
+            }
+            Op::Trim | Op::Flush => {}
         }
     }
 
@@ -832,9 +839,9 @@ mod tests {
     #[test]
     fn time_series_rows_cover_intervals_with_activity() {
         let mut ts = TimeSeries::new(100);
-        ts.record(5, true, 4096, 10, || [0, 0, 0, 0, 0, 0]);
-        ts.record(150, false, 4096, 30, || [1, 1, 0, 0, 0, 0]);
-        ts.record(370, false, 4096, 50, || [3, 5, 2, 1, 7, 9]);
+        ts.record(5, Op::Read, 4096, 10, || [0, 0, 0, 0, 0, 0]);
+        ts.record(150, Op::Write, 4096, 30, || [1, 1, 0, 0, 0, 0]);
+        ts.record(370, Op::Write, 4096, 50, || [3, 5, 2, 1, 7, 9]);
         ts.flush([3, 5, 2, 1, 8, 9]);
         // Segment sizes are gauges: each row has the value at its end.
         assert_eq!(
@@ -857,10 +864,29 @@ mod tests {
             5
         );
         // A completion after a flush, in the flushed interval, joins its row.
-        ts.record(390, true, 4096, 20, || [3, 5, 2, 1, 0, 0]);
+        ts.record(390, Op::Read, 4096, 20, || [3, 5, 2, 1, 0, 0]);
         ts.flush([3, 5, 2, 1, 0, 0]);
         assert_eq!(ts.rows.len(), 3);
         assert_eq!((ts.rows[2].reads, ts.rows[2].writes), (1, 1));
+    }
+
+    #[test]
+    fn time_series_rows_count_reads_and_writes_only() {
+        // A trim's range is not written bytes, and a flush's wait is not a write's latency.
+        let mut ts = TimeSeries::new(100);
+        ts.record(5, Op::Write, 4096, 10, || [0; 6]);
+        ts.record(6, Op::Trim, 1 << 20, 1, || [0; 6]);
+        ts.record(7, Op::Flush, 0, 900, || [0; 6]);
+        ts.record(150, Op::Flush, 0, 700, || [1, 1, 0, 0, 0, 0]);
+        ts.flush([1, 2, 0, 0, 0, 0]);
+        let row = &ts.rows[0];
+        assert_eq!((row.reads, row.writes, row.write_bytes), (0, 1, 4096));
+        assert_eq!(row.write_lat_mean_ns, 10.0);
+        // An interval with a flush alone counts no I/O, but keeps its row for the device
+        // work done in it (the padded page it programmed).
+        let flushed = &ts.rows[1];
+        assert_eq!((flushed.reads, flushed.writes), (0, 0));
+        assert_eq!(flushed.flash_pages_programmed, 1);
     }
 
     #[test]
@@ -868,8 +894,8 @@ mod tests {
         // Two completions a week apart at 10 ms intervals: two rows, not 60 million.
         let week_ns = 7 * 24 * 3600 * 1_000_000_000u64;
         let mut ts = TimeSeries::new(10_000_000);
-        ts.record(1_000, false, 4096, 1_000, || [0; 6]);
-        ts.record(week_ns, false, 4096, 1_000, || [1, 1, 0, 0, 0, 0]);
+        ts.record(1_000, Op::Write, 4096, 1_000, || [0; 6]);
+        ts.record(week_ns, Op::Write, 4096, 1_000, || [1, 1, 0, 0, 0, 0]);
         ts.flush([2, 2, 0, 0, 0, 0]);
         assert_eq!(ts.rows.len(), 2);
         assert_eq!(ts.rows[1].start_ns, week_ns - week_ns % 10_000_000);
@@ -881,9 +907,13 @@ mod tests {
         let mut pages = 0u64;
         for t in 0..100_000u64 {
             pages += 1;
-            ts.record(t, t % 3 == 0, 512, t % 7, || {
-                [pages - 1, pages - 1, 0, 0, 0, 0]
-            });
+            ts.record(
+                t,
+                if t % 3 == 0 { Op::Read } else { Op::Write },
+                512,
+                t % 7,
+                || [pages - 1, pages - 1, 0, 0, 0, 0],
+            );
         }
         ts.flush([pages, pages, 0, 0, 0, 0]);
         assert!(ts.rows.len() < 64, "{} rows", ts.rows.len());
