@@ -311,6 +311,38 @@ def test_fio_fdatasync_flushes_are_reported_as_fio_reports_syncs(capsys, tmp_pat
     assert "sync" not in run_summary(capsys, plain)
 
 
+def test_fio_end_fsync_closes_each_writing_job_with_one_flush(capsys, tmp_path):
+    """``end_fsync`` flushes once a writing job's requests are done: fio reports its latency in
+    ``sync.lat_ns`` and does not count it in ``sync.total_ios``. Beside a reader, in a
+    time-based job and with ``fsync`` too."""
+    job = tmp_path / "end.fio"
+    job.write_text(
+        "[global]\nbs=4k\nsize=1m\niodepth=8\n"
+        "[writer]\nrw=randwrite\nnumber_ios=301\nend_fsync=1\n"
+        "[reader]\nrw=randread\nnumber_ios=300\nend_fsync=1\n"
+        "[timed]\nstonewall\nrw=write\ntime_based\nruntime=20ms\nfsync=16\n"
+        "fsync_on_close=1\n",
+        encoding="utf-8",
+    )
+    buffered = ("--set", "geometry.page_size_bytes=16384")
+    writer, reader, timed = run_json(capsys, job, *buffered)["jobs"]
+    assert writer["sync"]["total_ios"] == 0
+    assert writer["sync"]["lat_ns"]["N"] == 1
+    assert writer["sync"]["lat_ns"]["max"] > 0  # it programs the page its last write began
+    assert reader["sync"] == {
+        "total_ios": 0,
+        "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0},
+    }
+    writes = timed["write"]["total_ios"]
+    assert timed["sync"]["total_ios"] in (writes // 16, (writes - 1) // 16)
+    assert timed["sync"]["lat_ns"]["N"] == timed["sync"]["total_ios"] + 1
+    rated = tmp_path / "rated.fio"
+    rated.write_text("[r]\nrw=write\nrate_iops=1000\nend_fsync=1\n", encoding="utf-8")
+    status, _, err = run_cli(capsys, "run", PRESET, str(rated), *set_args(), "--quiet")
+    assert status != 0
+    assert_clean_error(err, "end_fsync", "rated.fio:4")
+
+
 def test_normal_output_says_waf_is_undefined_without_host_writes(capsys, tmp_path):
     """A job that writes nothing has no WAF, even when the device programs pages (DFTL's
     translation write-backs of trims here): the summary says so rather than print 0."""

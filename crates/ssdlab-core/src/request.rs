@@ -147,6 +147,14 @@ pub trait RequestSource: Send {
     fn len_hint(&self) -> Option<u64> {
         None
     }
+
+    /// Does the job end with a flush once all its requests are done (fio's `end_fsync`)? The
+    /// run then issues one after its last completion, and reports it as fio does: in the
+    /// job's sync latency, not in its count of syncs. Closed loops only (with or without think
+    /// time): an open-loop run refuses it.
+    fn ends_with_flush(&self) -> bool {
+        false
+    }
 }
 
 /// How many requests ahead [`VecSource`] prefetches.

@@ -1328,6 +1328,85 @@ mod mapping_units {
         assert_eq!(job["read"]["total_ios"], 0);
     }
 
+    /// A job that ends with a flush (fio's `end_fsync`): the run issues it once every request
+    /// of the job is done, and reports it as fio does, its latency in `sync.lat_ns` but not in
+    /// `sync.total_ios`. At queue depth 1 it is timed as a flush issued after the last write;
+    /// at depth 4 it still waits for the writes, where a flush in the stream goes at once.
+    /// An open-loop job refuses it.
+    #[test]
+    fn a_closing_flush_follows_the_last_completion() {
+        struct Closing(VecSource);
+        impl ssdlab_core::RequestSource for Closing {
+            fn next_request(
+                &mut self,
+            ) -> Option<Result<HostRequest, ssdlab_core::request::SourceError>> {
+                self.0.next_request()
+            }
+            fn ends_with_flush(&self) -> bool {
+                true
+            }
+        }
+        let writes = || -> Vec<HostRequest> {
+            (0..3)
+                .map(|i| HostRequest::new(Op::Write, i * 16384, 16384))
+                .collect()
+        };
+        let run = |closing: bool, depth: u32| {
+            let mut dev = packed(&[
+                ("controller.scheduler", "priority"),
+                ("controller.write_buffer_pages", "4"),
+            ]);
+            let source: Box<dyn ssdlab_core::RequestSource> = if closing {
+                Box::new(Closing(VecSource::new(writes())))
+            } else {
+                let mut requests = writes();
+                requests.push(HostRequest::new(Op::Flush, 0, 0));
+                Box::new(VecSource::new(requests))
+            };
+            let job = dev
+                .run_to_end(RunSpec {
+                    name: "job".into(),
+                    source,
+                    queue_depth: depth,
+                    pacing: Loop::Closed,
+                    runtime_ns: None,
+                    ramp_ns: None,
+                })
+                .unwrap();
+            let sync = &job["sync"];
+            assert_eq!(job["write"]["total_ios"], 3);
+            assert_eq!(sync["lat_ns"]["N"], 1);
+            (
+                sync["total_ios"].as_u64().unwrap(),
+                sync["lat_ns"]["max"].as_u64().unwrap(),
+            )
+        };
+        let (closing_count, closing_lat) = run(true, 1);
+        assert_eq!((closing_count, closing_lat), (0, run(false, 1).1));
+        // The three programs (500, 700, 900 us on the one die) outlast the writes' transfers.
+        assert!(closing_lat > 1_500_000, "{closing_lat}");
+        let (count, in_stream) = run(false, 4);
+        let (_, closing_at_depth) = run(true, 4);
+        assert_eq!(count, 1);
+        assert!(
+            closing_at_depth < in_stream,
+            "{closing_at_depth} {in_stream}"
+        );
+        let mut dev = packed(&[]);
+        let e = dev
+            .run_to_end(RunSpec {
+                name: "job".into(),
+                source: Box::new(Closing(VecSource::new(writes()))),
+                queue_depth: 1,
+                pacing: Loop::Open { time_scale: 1.0 },
+                runtime_ns: None,
+                ramp_ns: None,
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("end_fsync"), "{e}");
+    }
+
     #[test]
     fn a_sub_unit_write_into_a_page_whose_program_is_not_done_merges_without_a_read() {
         // Unit 1's page is full and programming (500 us) when 1 KiB of unit 1 arrives: the old

@@ -343,6 +343,7 @@ impl DeviceState {
             Op::Write => &mut job.write,
             Op::Trim => &mut job.trim,
             Op::Flush => {
+                job.sync_ios += 1;
                 job.sync.record(c.latency_ns());
                 return self.log_row(req, c);
             }

@@ -518,6 +518,34 @@ mod fio_syncs {
     }
 
     #[test]
+    fn end_fsync_closes_a_writing_job_with_one_flush() {
+        for option in ["end_fsync=1", "end_fsync", "fsync_on_close=1"] {
+            let text = format!("[w]\nrw=write\nsize=64k\n{option}\n");
+            let j = job(&text);
+            assert!(j.end_fsync, "{option}");
+            let source = j.source(GIB, 1).unwrap();
+            // The run issues it once the stream is done: the stream itself has none.
+            assert!(source.ends_with_flush());
+            assert_eq!(
+                source.len_hint(),
+                Some(17),
+                "16 writes and the closing flush"
+            );
+            assert_eq!(j.request_count(GIB), Some(17));
+            assert_eq!(pattern(&run(&text, GIB, 1)), "W".repeat(16));
+        }
+        // A job that only reads has nothing to sync, as in fio.
+        let reads = job("[r]\nrw=read\nsize=64k\nend_fsync=1\n");
+        assert!(!reads.source(GIB, 1).unwrap().ends_with_flush());
+        assert_eq!(reads.request_count(GIB), Some(16));
+        // With a rate limit the job would end at its last arrival, not its last completion.
+        let e = parse_job_file("[p]\nrw=write\nrate_iops=100\nend_fsync=1\n", "p.fio")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("p.fio:4") && e.contains("'end_fsync'"), "{e}");
+    }
+
+    #[test]
     fn a_bad_count_is_named() {
         for bad in ["-1", "often", "1.5"] {
             let e = parse_job_file(&format!("[s]\nrw=write\nfsync={bad}\n"), "s.fio")

@@ -225,6 +225,10 @@ pub(crate) struct RunState {
     in_group: bool,
     /// Where a think-time job beside others stands (alone, its loop's control flow says it).
     think: ThinkState,
+    /// The job ends with a flush (fio's `end_fsync`) not issued yet; once it is, every flush
+    /// that completes is that one (it is issued with nothing else in flight, and last).
+    end_flush_due: bool,
+    end_flush_issued: bool,
 }
 
 /// The steps of fio's think time, for a job that runs beside others ([`Loop::Think`]).
@@ -318,7 +322,14 @@ impl Device {
         if spec.queue_depth == 0 || spec.queue_depth > InFlightSet::MAX_DEPTH {
             return Err(DeviceError::Run("queue depth must be between 1 and 65536"));
         }
+        let end_flush = spec.source.ends_with_flush();
         match spec.pacing {
+            Loop::Open { .. } if end_flush => {
+                return Err(DeviceError::Run(
+                    "a job that ends with a flush (end_fsync) runs closed loop, not at arrival \
+                     times",
+                ));
+            }
             Loop::Open { time_scale } if !(time_scale.is_finite() && time_scale > 0.0) => {
                 return Err(DeviceError::Run("time scale must be a positive number"));
             }
@@ -353,6 +364,8 @@ impl Device {
             slot_base: 0,
             in_group: false,
             think: ThinkState::Ready,
+            end_flush_due: end_flush,
+            end_flush_issued: false,
         })
     }
 
@@ -419,9 +432,15 @@ impl Device {
             return Ok(false);
         }
         if run.stop_issuing_ns.is_some_and(|stop| self.now_ns >= stop) {
-            run.exhausted = true;
-            self.issued_last(run);
-            return Ok(false);
+            if !run.end_flush_due {
+                run.exhausted = true;
+                self.issued_last(run);
+                return Ok(false);
+            }
+            // The runtime is over; what is left is the job's closing flush.
+            run.source_done = true;
+            run.source_error = None;
+            run.lookahead.clear();
         }
         while !run.source_done && run.lookahead.len() < LOOKAHEAD {
             match run.source.next_request() {
@@ -440,6 +459,16 @@ impl Device {
             self.prefetch_request(req, true);
         }
         if !run.lookahead.is_empty() {
+            return Ok(true);
+        }
+        if run.end_flush_due && run.source_error.is_none() {
+            // fio's end_fsync: once every request of the job is done.
+            if !run.in_flight.is_empty() {
+                return Ok(false);
+            }
+            run.end_flush_due = false;
+            run.end_flush_issued = true;
+            run.lookahead.push_back(HostRequest::new(Op::Flush, 0, 0));
             return Ok(true);
         }
         run.exhausted = true;
@@ -634,6 +663,9 @@ impl Device {
             Op::Write => &mut run.job.write,
             Op::Trim => &mut run.job.trim,
             Op::Flush => {
+                // The closing flush (end_fsync) has its latency reported, not its count, as
+                // fio reports it.
+                run.job.sync_ios += !run.end_flush_issued as u64;
                 run.job.sync.record(f.complete_ns - f.issue_ns);
                 return;
             }

@@ -275,8 +275,10 @@ pub struct JobStats {
     pub trim: OpStats,
     pub first_issue_ns: Option<u64>,
     pub last_complete_ns: u64,
-    /// Flushes (fio's `sync` direction): their completion latency, from issue. A split
-    /// histogram: nothing allocated for the many jobs that issue none.
+    /// Flushes (fio's `sync` direction): how many were issued as the job's I/O, and the
+    /// completion latency of every flush, from issue (a closing `end_fsync` flush included, as
+    /// fio counts it). A split histogram: nothing allocated for the jobs that issue none.
+    pub sync_ios: u64,
     pub sync: SplitStats,
 }
 
@@ -289,13 +291,14 @@ impl JobStats {
             trim: OpStats::new(),
             first_issue_ns: None,
             last_complete_ns: 0,
+            sync_ios: 0,
             sync: SplitStats::new(),
         }
     }
 
-    /// Flushes completed.
+    /// Flushes completed as the job's I/O (fio's sync `total_ios`).
     pub fn flushes(&self) -> u64 {
-        self.sync.moments.n
+        self.sync_ios
     }
 
     pub fn runtime_ns(&self) -> u64 {
@@ -314,6 +317,7 @@ impl JobStats {
             (a, b) => a.or(b),
         };
         self.last_complete_ns = self.last_complete_ns.max(other.last_complete_ns);
+        self.sync_ios += other.sync_ios;
         self.sync.merge(&other.sync);
     }
 }

@@ -30,8 +30,8 @@ fn latency_json(s: &LatencyStats) -> Value {
 }
 
 /// Flushes as fio reports its `sync` direction: a count and their latency, with percentiles
-/// once there is one.
-fn sync_json(s: &SplitStats) -> Value {
+/// once there is one (the latency of a closing `end_fsync` flush, not counted, included).
+fn sync_json(ios: u64, s: &SplitStats) -> Value {
     let mut lat = latency_json(&s.moments);
     if s.moments.n > 0 {
         let values = s.percentiles(FIO_PERCENTILES);
@@ -42,7 +42,7 @@ fn sync_json(s: &SplitStats) -> Value {
             .collect();
         lat["percentile"] = Value::Object(pct);
     }
-    json!({ "total_ios": s.moments.n, "lat_ns": lat })
+    json!({ "total_ios": ios, "lat_ns": lat })
 }
 
 fn direction_json(s: &OpStats, runtime_ns: u64) -> Value {
@@ -81,7 +81,7 @@ pub fn job_json(job: &JobStats, ssd_job: Value) -> Value {
         "read": direction_json(&job.read, runtime),
         "write": direction_json(&job.write, runtime),
         "trim": direction_json(&job.trim, runtime),
-        "sync": sync_json(&job.sync),
+        "sync": sync_json(job.sync_ios, &job.sync),
         "ssd_job": ssd_job,
     })
 }

@@ -148,8 +148,15 @@ impl Layout {
         })
     }
 
-    /// The requests the job issues, its flushes (`fsync`, `fdatasync`) included, when known.
+    /// The requests the job issues, its flushes (`fsync`, `fdatasync`, `end_fsync`) included,
+    /// when known.
     pub(crate) fn requests_with_flushes(&self, job: &JobSpec) -> Option<u64> {
+        let closing = (job.end_fsync && self.directions.contains(&1)) as u64;
+        Some(self.periodic_flushes(job)? + closing)
+    }
+
+    /// The requests of the job with its `fsync` / `fdatasync` flushes, when known.
+    fn periodic_flushes(&self, job: &JobSpec) -> Option<u64> {
         let ios = self.request_count()?;
         let [a, b] = job.fsync_every;
         if a == 0 && b == 0 {
@@ -371,6 +378,8 @@ pub struct FioSource {
     /// `fsync` / `fdatasync` (0: none), the writes issued, and whether the last request
     /// issued was a write (a flush follows only a write, as in fio) and when it arrived.
     fsync_every: [u64; 2],
+    /// `end_fsync` on a job that writes.
+    end_flush: bool,
     writes_issued: u64,
     last_write_arrival: Option<Option<u64>>,
 }
@@ -418,6 +427,7 @@ impl FioSource {
             len_hint,
             pacer,
             fsync_every: job.fsync_every,
+            end_flush: job.end_fsync && layout.directions.contains(&1),
             writes_issued: 0,
             last_write_arrival: None,
         })
@@ -528,6 +538,10 @@ impl RequestSource for FioSource {
 
     fn len_hint(&self) -> Option<u64> {
         self.len_hint
+    }
+
+    fn ends_with_flush(&self) -> bool {
+        self.end_flush
     }
 }
 

@@ -64,7 +64,9 @@
 //! their pages are on flash). A block device has one volatile cache, so both options flush it
 //! alike; with both set, a write that is due for either is followed by one flush. Flushes do not
 //! count toward `number_ios` or `io_size`, and are reported as fio reports syncs (`sync`:
-//! `total_ios` and `lat_ns`).
+//! `total_ios` and `lat_ns`). `end_fsync` (or `fsync_on_close`: one file, one cache) ends a job
+//! that writes with a flush once all its requests are done; as in fio its latency joins
+//! `sync.lat_ns` but it is not counted in `total_ios`. It needs a closed loop (no rate limit).
 //!
 //! **Simulated time.** `runtime`, `time_based` and `ramp_time` are exposed on the spec in
 //! nanoseconds of simulated time: the source of a `time_based` job never ends and the core is
@@ -128,6 +130,8 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
     "thinktime_spin",
     "fsync",
     "fdatasync",
+    "end_fsync",
+    "fsync_on_close",
 ];
 
 /// fio options accepted and ignored because they do not change the request stream a simulated
@@ -464,6 +468,9 @@ pub struct JobSpec {
     /// `fsync` and `fdatasync`: a flush after every this many writes (0: none). A block
     /// device has one cache to flush, so both are the same command here.
     pub fsync_every: [u64; 2],
+    /// `end_fsync` or `fsync_on_close`: a writing job ends with a flush once its requests are
+    /// done (the device has one cache: the same flush).
+    pub end_fsync: bool,
     /// Line where each option was last set (for errors raised after parsing).
     pub option_lines: BTreeMap<String, usize>,
 }
@@ -508,6 +515,7 @@ impl JobSpec {
             thinktime_blocks: 1,
             thinktime_counts_completions: true,
             fsync_every: [0; 2],
+            end_fsync: false,
             option_lines: BTreeMap::new(),
         }
     }
@@ -792,7 +800,7 @@ fn build_job(
         }
         // Bare keys are booleans; only boolean options may be bare.
         let value = match (&opt.value, key) {
-            (None, "norandommap" | "time_based") => "1",
+            (None, "norandommap" | "time_based" | "end_fsync" | "fsync_on_close") => "1",
             (None, _) => return Err(err("expects a value ('key=value')".to_string())),
             (Some(v), _) => v.as_str(),
         };
@@ -868,6 +876,7 @@ fn build_job(
             "read_group" => job.read_group = Some(parse_read_group(value).map_err(err)?),
             "fsync" => job.fsync_every[0] = parse_uint(value).map_err(err)?,
             "fdatasync" => job.fsync_every[1] = parse_uint(value).map_err(err)?,
+            "end_fsync" | "fsync_on_close" => job.end_fsync |= parse_bool(value).map_err(err)?,
             "name" => job.name = value.to_string(),
             _ => unreachable!("check_known let '{key}' through"),
         }
@@ -886,6 +895,19 @@ fn build_job(
                 thinktime_spin_ns / 1_000,
                 job.thinktime_ns / 1_000
             ),
+        ));
+    }
+    if job.end_fsync && job.is_rate_limited() {
+        let key = if job.line_of("end_fsync") > 0 {
+            "end_fsync"
+        } else {
+            "fsync_on_close"
+        };
+        return Err(job.option_error(
+            key,
+            "a closing flush with a rate limit is not supported by ssdlab: the job would wait \
+             for its last arrival; use one or the other"
+                .to_string(),
         ));
     }
     if job.thinktime_ns > 0 && job.is_rate_limited() {
