@@ -1145,6 +1145,7 @@ impl Ftl for PageMapFtl {
         is_valid(&self.valid_bits, unit)
     }
 
+    #[inline]
     fn is_programmed(&self, unit: u32) -> bool {
         if self.unit_shift == 0 {
             return true;
