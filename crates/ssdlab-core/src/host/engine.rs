@@ -1290,9 +1290,7 @@ impl Device {
             // flushes pad them and a power loss loses their units, as for pages staged outside
             // a run (their programs, gated until the page fills, never ran).
             for (&ppa, &program) in &e.staged_programs {
-                let ready = e.txns[program as usize].not_before_ns;
-                let entry = self.staged.entry(ppa).or_insert(ready);
-                *entry = (*entry).max(ready);
+                self.stage_page(ppa, e.txns[program as usize].not_before_ns);
             }
             // Every program and erase that waited for another was released by it (their
             // starts and completions are events, all processed above).

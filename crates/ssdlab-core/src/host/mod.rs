@@ -1393,9 +1393,15 @@ impl Device {
                     .map_or(ready_ns, |r| r.max(ready_ns)),
             );
         }
+        self.stage_page(ppa, ready_ns);
+        None
+    }
+
+    /// Host page `ppa` is staged, filling, its units' data all in by `ready_ns` (the latest
+    /// such time given for it).
+    pub(super) fn stage_page(&mut self, ppa: u32, ready_ns: u64) {
         let entry = self.staged.entry(ppa).or_insert(ready_ns);
         *entry = (*entry).max(ready_ns);
-        None
     }
 
     /// Queue the program of host page `ppa`, whose data is ready at `ready_ns`.

@@ -20,13 +20,20 @@ fn latency_json(s: &LatencyStats) -> Value {
     obj.insert("stddev".into(), json!(s.stddev()));
     obj.insert("N".into(), json!(s.n));
     if s.has_histogram() && s.n > 0 {
-        let mut pct = Map::new();
-        for p in FIO_PERCENTILES {
-            pct.insert(format!("{p:.6}"), json!(s.percentile(p)));
-        }
-        obj.insert("percentile".into(), Value::Object(pct));
+        let values = FIO_PERCENTILES.map(|p| s.percentile(p));
+        obj.insert("percentile".into(), percentile_json(values));
     }
     Value::Object(obj)
+}
+
+/// fio's percentile object: the values at [`FIO_PERCENTILES`], keyed as fio keys them.
+fn percentile_json(values: [u64; FIO_PERCENTILES.len()]) -> Value {
+    let pct: Map<String, Value> = FIO_PERCENTILES
+        .iter()
+        .zip(values)
+        .map(|(p, v)| (format!("{p:.6}"), json!(v)))
+        .collect();
+    Value::Object(pct)
 }
 
 /// Flushes as fio reports its `sync` direction: a count and their latency, with percentiles
@@ -34,13 +41,7 @@ fn latency_json(s: &LatencyStats) -> Value {
 fn sync_json(ios: u64, s: &SplitStats) -> Value {
     let mut lat = latency_json(&s.moments);
     if s.moments.n > 0 {
-        let values = s.percentiles(FIO_PERCENTILES);
-        let pct: Map<String, Value> = FIO_PERCENTILES
-            .iter()
-            .zip(values)
-            .map(|(p, v)| (format!("{p:.6}"), json!(v)))
-            .collect();
-        lat["percentile"] = Value::Object(pct);
+        lat["percentile"] = percentile_json(s.percentiles(FIO_PERCENTILES));
     }
     json!({ "total_ios": ios, "lat_ns": lat })
 }
