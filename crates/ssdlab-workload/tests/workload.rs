@@ -522,7 +522,7 @@ mod fio_syncs {
         for option in ["end_fsync=1", "end_fsync", "fsync_on_close=1"] {
             let text = format!("[w]\nrw=write\nsize=64k\n{option}\n");
             let j = job(&text);
-            assert!(j.end_fsync, "{option}");
+            assert!(j.ends_with_flush(), "{option}");
             let source = j.source(GIB, 1).unwrap();
             // The run issues it once the stream is done: the stream itself has none.
             assert!(source.ends_with_flush());
@@ -534,6 +534,12 @@ mod fio_syncs {
             assert_eq!(j.request_count(GIB), Some(17));
             assert_eq!(pattern(&run(&text, GIB, 1)), "W".repeat(16));
         }
+        // The last line setting an option wins, in a job section over its global one.
+        let off = job("[global]\nend_fsync=1\n[w]\nrw=write\nsize=64k\nend_fsync=0\n");
+        assert!(!off.ends_with_flush());
+        assert!(!off.source(GIB, 1).unwrap().ends_with_flush());
+        let on = job("[w]\nrw=write\nsize=64k\nend_fsync=0\nfsync_on_close=1\n");
+        assert!(on.ends_with_flush());
         // A job that only reads has nothing to sync, as in fio.
         let reads = job("[r]\nrw=read\nsize=64k\nend_fsync=1\n");
         assert!(!reads.source(GIB, 1).unwrap().ends_with_flush());

@@ -151,8 +151,7 @@ impl Layout {
     /// The requests the job issues, its flushes (`fsync`, `fdatasync`, `end_fsync`) included,
     /// when known.
     pub(crate) fn requests_with_flushes(&self, job: &JobSpec) -> Option<u64> {
-        let closing = (job.end_fsync && self.directions.contains(&1)) as u64;
-        Some(self.periodic_flushes(job)? + closing)
+        Some(self.periodic_flushes(job)? + job.ends_with_flush() as u64)
     }
 
     /// The requests of the job with its `fsync` / `fdatasync` flushes, when known.
@@ -378,7 +377,7 @@ pub struct FioSource {
     /// `fsync` / `fdatasync` (0: none), the writes issued, and whether the last request
     /// issued was a write (a flush follows only a write, as in fio) and when it arrived.
     fsync_every: [u64; 2],
-    /// `end_fsync` on a job that writes.
+    /// [`JobSpec::ends_with_flush`].
     end_flush: bool,
     writes_issued: u64,
     last_write_arrival: Option<Option<u64>>,
@@ -427,7 +426,7 @@ impl FioSource {
             len_hint,
             pacer,
             fsync_every: job.fsync_every,
-            end_flush: job.end_fsync && layout.directions.contains(&1),
+            end_flush: job.ends_with_flush(),
             writes_issued: 0,
             last_write_arrival: None,
         })

@@ -23,8 +23,8 @@
 //! `random_distribution`, `norandommap`, `randseed`, `runtime`, `time_based`, `ramp_time`,
 //! `write_hint`, `read_group` (ssdlab's own: the melded-pages read group of every write), `name`,
 //! the rate limits `rate`, `rate_iops` and `rate_process`, and think time `thinktime`,
-//! `thinktime_blocks`, `thinktime_blocks_type`, `thinktime_spin` (see below), and `fsync` /
-//! `fdatasync` (see below).
+//! `thinktime_blocks`, `thinktime_blocks_type`, `thinktime_spin` (see below), and the syncs
+//! `fsync`, `fdatasync`, `end_fsync` and `fsync_on_close` (see below).
 //! Options that only matter to a real device or to fio's reporting are
 //! accepted and ignored ([`IGNORED_OPTIONS`]); any other option is an error naming it, so that
 //! a job file never silently means something else here than under fio.
@@ -302,6 +302,14 @@ impl RwMode {
         matches!(self, RwMode::ReadWrite | RwMode::RandRw)
     }
 
+    /// The job writes (alone or mixed with reads).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            RwMode::Write | RwMode::RandWrite | RwMode::ReadWrite | RwMode::RandRw
+        )
+    }
+
     fn parse(value: &str) -> Result<RwMode, String> {
         if let Some((mode, suffix)) = value.split_once(':') {
             return Err(format!(
@@ -468,9 +476,10 @@ pub struct JobSpec {
     /// `fsync` and `fdatasync`: a flush after every this many writes (0: none). A block
     /// device has one cache to flush, so both are the same command here.
     pub fsync_every: [u64; 2],
-    /// `end_fsync` or `fsync_on_close`: a writing job ends with a flush once its requests are
-    /// done (the device has one cache: the same flush).
-    pub end_fsync: bool,
+    /// `end_fsync` and `fsync_on_close`, each as its last line sets it: either makes a
+    /// writing job end with a flush once its requests are done (one device, one cache: the
+    /// same flush); see [`JobSpec::ends_with_flush`].
+    pub end_fsync: [bool; 2],
     /// Line where each option was last set (for errors raised after parsing).
     pub option_lines: BTreeMap<String, usize>,
 }
@@ -515,7 +524,7 @@ impl JobSpec {
             thinktime_blocks: 1,
             thinktime_counts_completions: true,
             fsync_every: [0; 2],
-            end_fsync: false,
+            end_fsync: [false; 2],
             option_lines: BTreeMap::new(),
         }
     }
@@ -529,6 +538,13 @@ impl JobSpec {
         seed: u64,
     ) -> Result<Box<dyn ssdlab_core::RequestSource>, WorkloadError> {
         Ok(Box::new(FioSource::new(self, device_bytes, seed)?))
+    }
+
+    /// Does the job end with a flush once its requests are done (`end_fsync` or
+    /// `fsync_on_close` on a job that writes; as in fio, a job that does not write has nothing
+    /// to sync)?
+    pub fn ends_with_flush(&self) -> bool {
+        self.end_fsync.contains(&true) && self.rw.writes()
     }
 
     /// Is any direction rate-limited? Its requests then carry arrival times.
@@ -876,7 +892,8 @@ fn build_job(
             "read_group" => job.read_group = Some(parse_read_group(value).map_err(err)?),
             "fsync" => job.fsync_every[0] = parse_uint(value).map_err(err)?,
             "fdatasync" => job.fsync_every[1] = parse_uint(value).map_err(err)?,
-            "end_fsync" | "fsync_on_close" => job.end_fsync |= parse_bool(value).map_err(err)?,
+            "end_fsync" => job.end_fsync[0] = parse_bool(value).map_err(err)?,
+            "fsync_on_close" => job.end_fsync[1] = parse_bool(value).map_err(err)?,
             "name" => job.name = value.to_string(),
             _ => unreachable!("check_known let '{key}' through"),
         }
@@ -897,8 +914,8 @@ fn build_job(
             ),
         ));
     }
-    if job.end_fsync && job.is_rate_limited() {
-        let key = if job.line_of("end_fsync") > 0 {
+    if job.end_fsync.contains(&true) && job.is_rate_limited() {
+        let key = if job.end_fsync[0] {
             "end_fsync"
         } else {
             "fsync_on_close"
