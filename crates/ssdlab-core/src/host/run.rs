@@ -225,10 +225,20 @@ pub(crate) struct RunState {
     in_group: bool,
     /// Where a think-time job beside others stands (alone, its loop's control flow says it).
     think: ThinkState,
-    /// The job ends with a flush (fio's `end_fsync`) not issued yet; once it is, every flush
-    /// that completes is that one (it is issued with nothing else in flight, and last).
-    end_flush_due: bool,
-    end_flush_issued: bool,
+    /// The job's closing flush (fio's `end_fsync`).
+    end_flush: EndFlush,
+}
+
+/// Where a job's closing flush stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EndFlush {
+    /// The job has none.
+    None,
+    /// To be issued once the source is done and nothing of the job is in flight.
+    Due,
+    /// Issued: every flush that completes from now on is that one (it went with nothing else
+    /// in flight, and last).
+    Issued,
 }
 
 /// The steps of fio's think time, for a job that runs beside others ([`Loop::Think`]).
@@ -322,9 +332,13 @@ impl Device {
         if spec.queue_depth == 0 || spec.queue_depth > InFlightSet::MAX_DEPTH {
             return Err(DeviceError::Run("queue depth must be between 1 and 65536"));
         }
-        let end_flush = spec.source.ends_with_flush();
+        let end_flush = if spec.source.ends_with_flush() {
+            EndFlush::Due
+        } else {
+            EndFlush::None
+        };
         match spec.pacing {
-            Loop::Open { .. } if end_flush => {
+            Loop::Open { .. } if end_flush == EndFlush::Due => {
                 return Err(DeviceError::Run(
                     "a job that ends with a flush (end_fsync) runs closed loop, not at arrival \
                      times",
@@ -364,8 +378,7 @@ impl Device {
             slot_base: 0,
             in_group: false,
             think: ThinkState::Ready,
-            end_flush_due: end_flush,
-            end_flush_issued: false,
+            end_flush,
         })
     }
 
@@ -432,7 +445,7 @@ impl Device {
             return Ok(false);
         }
         if run.stop_issuing_ns.is_some_and(|stop| self.now_ns >= stop) {
-            if !run.end_flush_due {
+            if run.end_flush != EndFlush::Due {
                 run.exhausted = true;
                 self.issued_last(run);
                 return Ok(false);
@@ -461,13 +474,12 @@ impl Device {
         if !run.lookahead.is_empty() {
             return Ok(true);
         }
-        if run.end_flush_due && run.source_error.is_none() {
+        if run.end_flush == EndFlush::Due && run.source_error.is_none() {
             // fio's end_fsync: once every request of the job is done.
             if !run.in_flight.is_empty() {
                 return Ok(false);
             }
-            run.end_flush_due = false;
-            run.end_flush_issued = true;
+            run.end_flush = EndFlush::Issued;
             run.lookahead.push_back(HostRequest::new(Op::Flush, 0, 0));
             return Ok(true);
         }
@@ -665,7 +677,7 @@ impl Device {
             Op::Flush => {
                 // The closing flush (end_fsync) has its latency reported, not its count, as
                 // fio reports it.
-                run.job.sync_ios += !run.end_flush_issued as u64;
+                run.job.sync_ios += (run.end_flush != EndFlush::Issued) as u64;
                 run.job.sync.record(f.complete_ns - f.issue_ns);
                 return;
             }
