@@ -92,26 +92,9 @@ def flatten(report: dict[str, Any]) -> dict[str, Any]:
         parts = [job.get(direction) or {} for job in jobs]
         row[f"{direction}.iops"] = float(sum(p.get("iops", 0.0) for p in parts))
         row[f"{direction}.bw_bytes"] = float(sum(p.get("bw_bytes", 0) for p in parts))
-        row[f"{direction}.ios"] = int(sum(p.get("total_ios", 0) for p in parts))
-        main = max(parts, key=lambda p: p.get("total_ios", 0), default={})
-        clat = main.get("clat_ns") or {}
-        ios = main.get("total_ios", 0)
-        row[f"{direction}.clat_mean_us"] = _us(clat.get("mean")) if ios else None
-        row[f"{direction}.clat_max_us"] = _us(clat.get("max")) if ios else None
-        percentiles = clat.get("percentile") or {}
-        for key, suffix in PERCENTILES:
-            row[f"{direction}.{suffix}"] = _us(percentiles.get(key)) if ios else None
+        _latency_columns(row, direction, parts, "clat")
     # Flushes (fio's ``sync``): over all jobs, the count and the latency of the job with most.
-    syncs = [job.get("sync") or {} for job in jobs]
-    row["sync.ios"] = int(sum(p.get("total_ios", 0) for p in syncs))
-    main = max(syncs, key=lambda p: p.get("total_ios", 0), default={})
-    lat = main.get("lat_ns") or {}
-    flushed = main.get("total_ios", 0)
-    row["sync.lat_mean_us"] = _us(lat.get("mean")) if flushed else None
-    row["sync.lat_max_us"] = _us(lat.get("max")) if flushed else None
-    percentiles = lat.get("percentile") or {}
-    for key, suffix in PERCENTILES:
-        row[f"sync.{suffix}"] = _us(percentiles.get(key)) if flushed else None
+    _latency_columns(row, "sync", [job.get("sync") or {} for job in jobs], "lat")
     for key, value in _scalars(report.get("ssd", {}), ""):
         if key not in ("seed", "config_hash"):
             row[key] = value
@@ -124,6 +107,20 @@ def flatten(report: dict[str, Any]) -> dict[str, Any]:
         if not key.startswith(("oltp.params.", "oltp.version")):
             row[key] = value
     return row
+
+
+def _latency_columns(row: dict[str, Any], prefix: str, parts: list[Any], lat: str) -> None:
+    """``{prefix}.ios`` summed over ``parts`` (one direction of each job), and the mean, max
+    and percentiles in µs of ``{lat}_ns`` of the part with the most I/Os (None without any)."""
+    row[f"{prefix}.ios"] = int(sum(p.get("total_ios", 0) for p in parts))
+    main = max(parts, key=lambda p: p.get("total_ios", 0), default={})
+    stats = main.get(f"{lat}_ns") or {}
+    ios = main.get("total_ios", 0)
+    row[f"{prefix}.{lat}_mean_us"] = _us(stats.get("mean")) if ios else None
+    row[f"{prefix}.{lat}_max_us"] = _us(stats.get("max")) if ios else None
+    percentiles = stats.get("percentile") or {}
+    for key, suffix in PERCENTILES:
+        row[f"{prefix}.{suffix}"] = _us(percentiles.get(key)) if ios else None
 
 
 def _us(ns: float | None) -> float | None:
