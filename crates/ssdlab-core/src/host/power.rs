@@ -64,10 +64,10 @@ impl Device {
         let mut live = 0;
         for &ppa in self.staged.keys() {
             let first = ppa << shift;
-            lost.extend(first..first + (1 << shift));
-            live += (first..first + (1 << shift))
-                .filter(|&unit| self.ftl.holds_current_copy(unit))
-                .count() as u64;
+            for unit in first..first + (1 << shift) {
+                lost.insert(unit);
+                live += self.ftl.holds_current_copy(unit) as u64;
+            }
         }
         self.staged.clear();
         self.buffer_ends.clear();
