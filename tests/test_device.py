@@ -39,6 +39,22 @@ def test_requests_complete_with_positive_latency_and_advance_the_clock(make_devi
     assert dev.read(0, KIB4).latency_ns > 0
 
 
+def test_a_fua_write_is_done_once_its_page_is_on_flash(make_device):
+    """``fua=True``: a 4 KiB write into a 16 KiB page is staged and done once its data is in;
+    with Force Unit Access it takes what the write and a flush issued with it take."""
+    pages = ["geometry.page_size_bytes=16384"]
+    plain = make_device(extra=pages)
+    staged = plain.write(0, KIB4).latency_ns
+    flush = plain.flush().latency_ns
+    assert flush > 100 * staged
+    dev = make_device(extra=pages)
+    assert dev.write(0, KIB4, fua=True).latency_ns == staged + flush
+    assert dev.stats()["padded_units"] == 3
+    assert dev.flush().latency_ns == 0
+    with pytest.raises(ValueError, match="fua: only a write"):
+        dev.submit("read", 0, KIB4, fua=True)
+
+
 def test_advance_to_moves_the_clock_forward_only_and_requests_issue_there(make_device):
     dev = make_device()
     dev.advance_to(1_000_000)

@@ -69,6 +69,7 @@ class Device:
         length: int,
         data: bytes | None,
         hint: dict[str, object] | None,
+        fua: bool = False,
     ) -> dict[str, object]: ...
     def submit_quick(
         self,

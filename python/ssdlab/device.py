@@ -265,8 +265,12 @@ class Device:
         *,
         data: bytes | None = None,
         hint: Hint | dict[str, Any] | None = None,
+        fua: bool = False,
     ) -> Completion:
         """Run one request (``read``, ``write``, ``trim`` or ``flush``) to completion.
+
+        ``fua`` (a write only): Force Unit Access, as an ``O_DSYNC`` write sends it; the write
+        is done once its data is on flash, as if a flush were issued with it.
 
         Raises:
             DeviceError: the device refuses it (e.g. past the end of the device, device full).
@@ -279,8 +283,10 @@ class Device:
         checked = Hint.coerce(hint)
         if checked is not None and checked.read_group is not None:
             self._read_group_sent()
+        if fua and op != "write":
+            raise ValueError(f"fua: only a write has Force Unit Access, not a {op}")
         raw = self._handle.submit(
-            op, offset, length, data, checked.to_dict() if checked is not None else None
+            op, offset, length, data, checked.to_dict() if checked is not None else None, fua
         )
         return Completion(
             latency_ns=raw["latency_ns"],
@@ -297,8 +303,10 @@ class Device:
         *,
         data: bytes | None = None,
         hint: Hint | dict[str, Any] | None = None,
+        fua: bool = False,
     ) -> Completion:
-        """Write ``length`` bytes at ``offset`` (``length`` defaults to ``len(data)``)."""
+        """Write ``length`` bytes at ``offset`` (``length`` defaults to ``len(data)``); with
+        ``fua`` it is done once its data is on flash."""
         if data is not None:
             data = bytes(data)
             if length is None:
@@ -307,7 +315,7 @@ class Device:
                 raise ValueError(f"length {length} differs from len(data) {len(data)}")
         elif length is None:
             raise ValueError("write needs a length or data")
-        return self.submit("write", offset, length, data=data, hint=hint)
+        return self.submit("write", offset, length, data=data, hint=hint, fua=fua)
 
     def read(
         self, offset: int, length: int, *, hint: Hint | dict[str, Any] | None = None

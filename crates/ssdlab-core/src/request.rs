@@ -118,6 +118,12 @@ pub struct HostRequest {
     /// Length in bytes (zero only for `Flush`).
     pub length: u64,
     pub hint: Hint,
+    /// Force Unit Access (a write only): it completes once its data is on flash, as a write
+    /// with NVMe's FUA bit, an `O_SYNC`/`O_DSYNC` write or fio's `sync=1` does. The device
+    /// makes it durable as a flush issued with it would (the pages still filling are padded
+    /// and programmed); on a drive with power-loss protection it is any write.
+    #[serde(default)]
+    pub fua: bool,
 }
 
 impl HostRequest {
@@ -128,6 +134,7 @@ impl HostRequest {
             offset,
             length,
             hint: Hint::default(),
+            fua: false,
         }
     }
 }

@@ -32,6 +32,7 @@ fn request(op: Op, page: u64) -> HostRequest {
         offset: page * 4096,
         length: 4096,
         hint: Default::default(),
+        fua: false,
     }
 }
 

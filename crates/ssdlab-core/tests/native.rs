@@ -121,6 +121,7 @@ fn native_and_block_reads_of_one_die_cost_the_same() {
         offset: 0,
         length: 4096,
         hint: Default::default(),
+        fua: false,
     };
     block.submit(&req(Op::Write), None, None).unwrap();
     let now = block.now_ns() + 10_000_000;
@@ -195,6 +196,7 @@ fn the_block_interface_is_refused_once_the_flash_is_native() {
         offset: 0,
         length: 4096,
         hint: Default::default(),
+        fua: false,
     };
     let e = dev.submit(&req, None, None).unwrap_err();
     assert!(matches!(e, DeviceError::NativeOwned), "{e}");

@@ -1,6 +1,6 @@
 //! Power loss at random instants of random workloads, then recovery from the OOB area: every
-//! write that was acknowledged and then covered by a completed flush reads back (its version
-//! or a later one that was written), for the page-mapping FTL (whole-page and packed units,
+//! write that was acknowledged and then covered by a completed flush, and every completed FUA
+//! write, reads back (its version or a later one that was written), for the page-mapping FTL (whole-page and packed units,
 //! where a power loss drops the staged units of partly filled pages) and DFTL, with and
 //! without a write buffer. A failure prints the seed that replays it.
 
@@ -32,6 +32,7 @@ fn request(op: Op, offset: u64, length: u64) -> HostRequest {
         offset,
         length,
         hint: Default::default(),
+        fua: false,
     }
 }
 
@@ -54,6 +55,8 @@ fn swarm(extra: &[(&str, &str)], seed: u64) -> u64 {
     let mut durable = vec![0u32; units as usize];
     // Flushes issued and not yet known complete: (completion, snapshot of `written`).
     let mut flushes: Vec<(u64, Vec<u32>)> = Vec::new();
+    // FUA writes issued and not yet known complete: (completion, unit, version).
+    let mut fua_writes: Vec<(u64, u64, u32)> = Vec::new();
     let mut t = 0u64;
     let mut lost = 0;
     for round in 0..4 {
@@ -71,8 +74,15 @@ fn swarm(extra: &[(&str, &str)], seed: u64) -> u64 {
                     let u = rng.gen_range(0..units);
                     written[u as usize] += 1;
                     let data = content(u, written[u as usize], unit as usize);
-                    dev.submit_at(t, &request(Op::Write, u * unit, unit), Some(&data), None)
+                    let mut write = request(Op::Write, u * unit, unit);
+                    write.fua = rng.gen_bool(0.25);
+                    let c = dev
+                        .submit_at(t, &write, Some(&data), None)
                         .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                    if write.fua {
+                        // Done once its data is on flash: durable from its completion.
+                        fua_writes.push((c.complete_ns, u, written[u as usize]));
+                    }
                 }
             }
         }
@@ -82,6 +92,11 @@ fn swarm(extra: &[(&str, &str)], seed: u64) -> u64 {
                 for (d, s) in durable.iter_mut().zip(snapshot) {
                     *d = (*d).max(s);
                 }
+            }
+        }
+        for (done, u, version) in fua_writes.drain(..) {
+            if done <= now {
+                durable[u as usize] = durable[u as usize].max(version);
             }
         }
         if protected {

@@ -260,10 +260,11 @@ fn every_scheduling_combination_completes_every_request_and_keeps_the_accounting
 }
 
 /// The same combinations on hot data behind a write-back buffer: sub-page and page writes over
-/// a sixteenth of the device, reads, trims and flushes, so that rewrites merge into pages that
-/// wait in the buffer (their programs leave their die queues and join again), flushes wait for
-/// buffered pages, and GC collects blocks whose programs are still queued. Every request and
-/// every flush completes, with the accounting as above.
+/// a sixteenth of the device (a tenth of them FUA writes), reads, trims and flushes, so that
+/// rewrites merge into pages that wait in the buffer (their programs leave their die queues and
+/// join again), flushes and FUA writes wait for buffered pages, and GC collects blocks whose
+/// programs are still queued. Every request and every flush completes, with the accounting as
+/// above.
 #[test]
 fn hot_rewrites_behind_a_write_back_buffer_complete_with_every_flush_in_every_combination() {
     let runs = every_combination(Mix::HotBuffered);
@@ -388,6 +389,9 @@ fn every_combination(mix: Mix) -> Runs {
                                 let mut r = HostRequest::new(op, offset, len);
                                 if op == Op::Write {
                                     r.hint = random_hint(&mut rng, handles);
+                                    // Now and then a FUA write: it waits for its page
+                                    // (and those staged before it) to be on flash.
+                                    r.fua = mix == Mix::HotBuffered && rng.gen_bool(0.1);
                                 }
                                 t += match mix {
                                     Mix::Spread => rng.gen_range(0..400_000),

@@ -1098,6 +1098,80 @@ mod mapping_units {
         assert_eq!(again.latency_ns(), 0);
     }
 
+    /// A write with Force Unit Access (an `O_DSYNC` write, fio's `sync=1`) is done once its
+    /// data is on flash: a 4 KiB FUA write into an empty page pads and programs it (link,
+    /// encode, 16 KiB transfer, LSB program), where a plain write is done once its data is in. It
+    /// takes what a flush issued with it takes, on the reservation path and on the event
+    /// engine alike, behind a write-back buffer too; on a drive with power-loss protection it
+    /// is a plain write.
+    #[test]
+    fn a_fua_write_is_done_once_its_page_is_on_flash() {
+        let fua = |offset: u64| {
+            let mut r = HostRequest::new(Op::Write, offset, 4096);
+            r.fua = true;
+            r
+        };
+        let durable = LINK_4K + ENCODE + XFER_16K + LSB_PROGRAM;
+        for (scheduler, suspend) in [("priority", "true"), ("fcfs", "false")] {
+            for buffer in ["0", "4"] {
+                let case = format!("{scheduler}, {buffer} buffer pages");
+                let settings = [
+                    ("controller.scheduler", scheduler),
+                    ("cell.suspend", suspend),
+                    ("controller.write_buffer_pages", buffer),
+                ];
+                let mut dev = packed(&settings);
+                let job = closed_run(&mut dev, vec![fua(0), fua(4096)], 1);
+                let clat = &job["write"]["clat_ns"];
+                assert_eq!(clat["min"].as_u64(), Some(durable), "{case}: {clat}");
+                // The second one fills the next page's first unit: the CSB program.
+                assert_eq!(
+                    clat["max"].as_u64(),
+                    Some(LINK_4K + ENCODE + XFER_16K + CSB_PROGRAM),
+                    "{case}"
+                );
+                let ssd = dev.ssd_json();
+                assert_eq!(ssd["padded_units"], 6, "{case}");
+                assert_eq!(
+                    job["sync"]["total_ios"], 0,
+                    "{case}: a FUA write is no sync"
+                );
+                // The same write, then a flush issued with it: the flush ends where the FUA
+                // write did.
+                let mut dev = packed(&settings);
+                let at = |mut r: HostRequest| {
+                    r.arrival_ns = Some(0);
+                    r
+                };
+                let job = super::scheduling::open_run_report(
+                    &mut dev,
+                    vec![
+                        at(HostRequest::new(Op::Write, 0, 4096)),
+                        at(HostRequest::new(Op::Flush, 0, 0)),
+                    ],
+                );
+                assert_eq!(
+                    job["write"]["clat_ns"]["max"].as_u64(),
+                    Some(LINK_4K),
+                    "{case}"
+                );
+                assert_eq!(
+                    job["sync"]["lat_ns"]["max"].as_u64(),
+                    Some(durable),
+                    "{case}"
+                );
+            }
+            let mut dev = packed(&[
+                ("controller.scheduler", scheduler),
+                ("cell.suspend", suspend),
+                ("controller.power_loss_protection", "true"),
+            ]);
+            let job = closed_run(&mut dev, vec![fua(0)], 1);
+            assert_eq!(job["write"]["clat_ns"]["max"].as_u64(), Some(LINK_4K));
+            assert_eq!(dev.ssd_json()["padded_units"], 0);
+        }
+    }
+
     #[test]
     fn a_sub_unit_write_reads_the_old_unit_only_when_it_is_on_flash() {
         let mut dev = packed(&[]);

@@ -297,8 +297,10 @@ impl PyDevice {
         self.with(py, |d| d.seed())
     }
 
-    /// Run one request to completion at the current simulated time.
-    #[pyo3(signature = (op, offset, length, data=None, hint=None))]
+    /// Run one request to completion at the current simulated time; `fua` (a write only)
+    /// makes it done once its data is on flash.
+    #[pyo3(signature = (op, offset, length, data=None, hint=None, fua=false))]
+    #[allow(clippy::too_many_arguments)]
     fn submit<'py>(
         &self,
         py: Python<'py>,
@@ -307,14 +309,22 @@ impl PyDevice {
         length: u64,
         data: Option<&[u8]>,
         hint: Option<&Bound<'py, PyDict>>,
+        fua: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let op = parse_op(op)?;
+        if fua && op != Op::Write {
+            return Err(value_error(format!(
+                "fua: only a write has Force Unit Access, not a {}",
+                op.as_str()
+            )));
+        }
         let request = HostRequest {
             arrival_ns: None,
             op,
             offset,
             length,
             hint: parse_hint(hint)?,
+            fua,
         };
         self.check_range(op, offset, length)?;
         let mut out = None;
@@ -359,6 +369,7 @@ impl PyDevice {
             offset,
             length,
             hint: hint.map(|h| h.0).unwrap_or_default(),
+            fua: false,
         };
         let lock = || {
             self.inner
@@ -628,6 +639,7 @@ impl PyDevice {
                 offset: offsets[i],
                 length: lengths[i],
                 hint,
+                fua: false,
             });
         }
         let spec = RunSpec {

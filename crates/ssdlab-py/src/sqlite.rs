@@ -524,6 +524,7 @@ impl CompiledFile {
             offset: device_offset,
             length: amount,
             hint: Hint::default(),
+            fua: false,
         };
         let data = uninit_bytes(py, amount as usize)?;
         // SAFETY: `data` is a new bytes object nobody else has seen yet; filling it in place
@@ -661,6 +662,7 @@ impl CompiledFile {
                     offset: device_offset,
                     length: piece,
                     hint,
+                    fua: false,
                 };
                 // SAFETY: the GIL is held; the buffer is not resized while the device copies
                 // from it (nothing else runs).
@@ -685,6 +687,7 @@ impl CompiledFile {
             offset: 0,
             length: 0,
             hint: Hint::default(),
+            fua: false,
         };
         self.submit(py, host, flush, None, None)?;
         device_ns += before.elapsed().as_nanos() as i64;
@@ -815,6 +818,7 @@ impl CompiledFile {
             offset: device_offset,
             length,
             hint,
+            fua: false,
         };
         self.submit(py, host, request, Some(bytes), None)?;
         let after = Instant::now();

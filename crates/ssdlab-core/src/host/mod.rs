@@ -645,17 +645,17 @@ impl Device {
                 }
                 read
             }
-            Op::Write => (
-                self.execute_write(req, start, first_unit, units, data)?,
-                false,
-            ),
+            Op::Write => {
+                let written = self.execute_write(req, start, first_unit, units, data)?;
+                // Force Unit Access: done once a flush issued with it would be.
+                let durable = if req.fua { self.durable_ns(start) } else { 0 };
+                (written.max(durable), false)
+            }
             Op::Trim => {
                 self.execute_trim(req, first_unit, units);
                 (start, false)
             }
-            // Accepted data is already durable on a power-loss-protected drive.
-            Op::Flush if self.config.controller.power_loss_protection => (start, false),
-            Op::Flush => (self.flush_staged(start).max(self.buffer_last_end_ns), false),
+            Op::Flush => (self.durable_ns(start), false),
         };
         self.note_mapping_cache();
         if let Some(log) = &mut self.request_log {
@@ -1415,6 +1415,16 @@ impl Device {
             ready_ns,
             codewords: self.derived.codewords_per_page,
         });
+    }
+
+    /// When everything accepted by `start` is on flash: the staged pages are programmed
+    /// (padded) and the write buffer drained. Accepted data is durable at once on a
+    /// power-loss-protected drive.
+    fn durable_ns(&mut self, start: u64) -> u64 {
+        if self.config.controller.power_loss_protection {
+            return start;
+        }
+        self.flush_staged(start).max(self.buffer_last_end_ns)
     }
 
     /// A flush: program every staged host page now, padded (their units are the host's only

@@ -449,6 +449,7 @@ impl FioSource {
                     offset: 0,
                     length: 0,
                     hint: Hint::default(),
+                    fua: false,
                 });
             }
         }
@@ -518,6 +519,7 @@ impl FioSource {
             } else {
                 Hint::default()
             },
+            fua: false,
         })
     }
 }

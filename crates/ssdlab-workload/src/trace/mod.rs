@@ -326,6 +326,7 @@ impl<R: BufRead + Send> TraceSource<R> {
                 offset: record.offset,
                 length: record.length,
                 hint: record.hint,
+                fua: false,
             }));
         }
     }

@@ -45,23 +45,18 @@ impl Device {
                 if self.flex && write.is_ok() {
                     self.flex_note_write(req, first_unit, units, start);
                 }
+                if req.fua && write.is_ok() {
+                    // Force Unit Access: done once a flush issued with it would be.
+                    self.engine_make_durable(start, slot);
+                }
                 write
             }
             Op::Trim => {
                 self.engine_trim(req, start, first_unit, units, slot);
                 Ok(())
             }
-            // Accepted data is already durable on a power-loss-protected drive.
-            Op::Flush if self.config.controller.power_loss_protection => Ok(()),
             Op::Flush => {
-                self.engine_flush_staged(start, slot);
-                let e = self.engine();
-                let watermark = e.buffer_next_id;
-                let oldest = e.buffer_outstanding.first().copied().unwrap_or(u64::MAX);
-                if oldest < watermark {
-                    e.request(slot).pending += 1;
-                    e.flushes.push((watermark, slot));
-                }
+                self.engine_make_durable(start, slot);
                 Ok(())
             }
         };
@@ -446,6 +441,23 @@ impl Device {
         self.work.programs += 1;
         self.work.flash_ns += t_prog + self.derived.page_transfer_ns;
         self.work.first_ppa.get_or_insert(ppa);
+    }
+
+    /// Request `slot` (a flush, or a FUA write) waits until everything accepted by `start` is
+    /// on flash: the staged pages, padded, and the write buffer's pages up to now. Accepted
+    /// data is durable at once on a power-loss-protected drive.
+    fn engine_make_durable(&mut self, start: u64, slot: u32) {
+        if self.config.controller.power_loss_protection {
+            return;
+        }
+        self.engine_flush_staged(start, slot);
+        let e = self.engine();
+        let watermark = e.buffer_next_id;
+        let oldest = e.buffer_outstanding.first().copied().unwrap_or(u64::MAX);
+        if oldest < watermark {
+            e.request(slot).pending += 1;
+            e.flushes.push((watermark, slot));
+        }
     }
 
     /// A flush programs every staged host page, padded; the flush (`slot`) waits for them.
