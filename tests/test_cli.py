@@ -311,6 +311,37 @@ def test_fio_fdatasync_flushes_are_reported_as_fio_reports_syncs(capsys, tmp_pat
     assert "sync" not in run_summary(capsys, plain)
 
 
+def test_fio_sync_makes_each_write_done_once_its_data_is_on_flash(capsys, tmp_path):
+    """``sync=1`` (a device opened ``O_SYNC``: the kernel sends FUA writes): each write is done
+    once its data is on flash, as the write and a flush issued with it would be, and fio counts
+    no syncs. With 16 KiB pages a 4 KiB write that does not fill its page is staged in the
+    controller and done once its data is in; a synchronous one pads and programs its page."""
+    pages = ("--set", "geometry.page_size_bytes=16384")
+    job = tmp_path / "osync.fio"
+    body = "[wal]\nrw=write\nbs=4k\nsize=256k\n"
+    job.write_text(body + "sync=1\n", encoding="utf-8")
+    synced = run_json(capsys, job, *pages)
+    wal = synced["jobs"][0]
+    assert wal["write"]["total_ios"] == 64
+    assert wal["sync"]["total_ios"] == 0
+    assert wal["sync"]["lat_ns"]["N"] == 0
+    assert wal["write"]["clat_ns"]["min"] > 700_000  # the preset's program
+    assert synced["ssd"]["waf"] == 4.0  # each page holds one write, padded
+    job.write_text(body, encoding="utf-8")
+    plain = run_json(capsys, job, *pages)["jobs"][0]
+    assert plain["write"]["clat_ns"]["percentile"]["50.000000"] < 10_000
+    # fdatasync=1 at depth 1: a write, then its flush; the FUA write takes both together.
+    job.write_text(body + "fdatasync=1\n", encoding="utf-8")
+    flushed = run_json(capsys, job, *pages)["jobs"][0]
+    both = flushed["write"]["clat_ns"]["mean"] * 64 + flushed["sync"]["lat_ns"]["mean"] * 63
+    assert abs(wal["write"]["clat_ns"]["mean"] * 64 - both) < wal["write"]["clat_ns"]["max"]
+    # With power-loss protection accepted data is durable: a synchronous write is a write.
+    job.write_text(body + "sync=dsync\n", encoding="utf-8")
+    protected = run_json(capsys, job, *pages, "--set", "controller.power_loss_protection=true")
+    assert protected["jobs"][0]["write"]["clat_ns"] == plain["write"]["clat_ns"]
+    assert protected["ssd"]["padded_units"] == 0
+
+
 def test_fio_end_fsync_closes_each_writing_job_with_one_flush(capsys, tmp_path):
     """``end_fsync`` flushes once a writing job's requests are done: fio reports its latency in
     ``sync.lat_ns`` and does not count it in ``sync.total_ios``. Beside a reader, in a

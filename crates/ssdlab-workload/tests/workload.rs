@@ -392,7 +392,6 @@ mod fio_host_options {
     #[test]
     fn options_that_change_the_stream_or_the_report_are_refused_by_name() {
         for option in [
-            "sync=1",
             "exitall",
             "kb_base=1000",
             "iodepth_batch_submit=8",
@@ -549,6 +548,36 @@ mod fio_syncs {
             .unwrap_err()
             .to_string();
         assert!(e.contains("p.fio:4") && e.contains("'end_fsync'"), "{e}");
+    }
+
+    /// `sync=1` (`sync`, `dsync`): every write of the job is a FUA write, and nothing else
+    /// changes: the same stream, no flushes, reads untouched. `sync=none` and `sync=0` are the
+    /// default; a value fio does not take is named.
+    #[test]
+    fn sync_makes_every_write_a_fua_write() {
+        let core = "rw=randrw\nrwmixread=30\nsize=1m\nnumber_ios=200\n";
+        let plain = run(&format!("[j]\n{core}"), GIB, 5);
+        for option in ["sync=1", "sync=sync", "sync=dsync", "sync=true"] {
+            let synced = run(&format!("[j]\n{core}{option}\n"), GIB, 5);
+            assert_eq!(synced.len(), plain.len(), "{option}: no requests added");
+            for (s, p) in synced.iter().zip(&plain) {
+                assert_eq!((s.op, s.offset, s.length), (p.op, p.offset, p.length));
+                assert_eq!(s.fua, s.op == Op::Write, "{option}: {s:?}");
+            }
+            assert!(job(&format!("[j]\n{core}{option}\n")).sync_writes);
+        }
+        assert!(plain.iter().any(|r| r.op == Op::Write) && plain.iter().all(|r| !r.fua));
+        for off in ["sync=0", "sync=none"] {
+            let text = format!("[global]\nsync=1\n[j]\n{core}{off}\n");
+            assert!(run(&text, GIB, 5).iter().all(|r| !r.fua), "{off}");
+        }
+        let e = parse_job_file("[j]\nrw=write\nsync=always\n", "j.fio")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("j.fio:3") && e.contains("'sync'") && e.contains("dsync"),
+            "{e}"
+        );
     }
 
     #[test]

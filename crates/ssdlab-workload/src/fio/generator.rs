@@ -379,6 +379,8 @@ pub struct FioSource {
     fsync_every: [u64; 2],
     /// [`JobSpec::ends_with_flush`].
     end_flush: bool,
+    /// [`JobSpec::sync_writes`]: every write is a FUA write.
+    sync_writes: bool,
     writes_issued: u64,
     last_write_arrival: Option<Option<u64>>,
 }
@@ -427,6 +429,7 @@ impl FioSource {
             pacer,
             fsync_every: job.fsync_every,
             end_flush: job.ends_with_flush(),
+            sync_writes: job.sync_writes,
             writes_issued: 0,
             last_write_arrival: None,
         })
@@ -519,7 +522,7 @@ impl FioSource {
             } else {
                 Hint::default()
             },
-            fua: false,
+            fua: op == Op::Write && self.sync_writes,
         })
     }
 }

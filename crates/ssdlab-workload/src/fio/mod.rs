@@ -24,7 +24,7 @@
 //! `write_hint`, `read_group` (ssdlab's own: the melded-pages read group of every write), `name`,
 //! the rate limits `rate`, `rate_iops` and `rate_process`, and think time `thinktime`,
 //! `thinktime_blocks`, `thinktime_blocks_type`, `thinktime_spin` (see below), and the syncs
-//! `fsync`, `fdatasync`, `end_fsync` and `fsync_on_close` (see below).
+//! `fsync`, `fdatasync`, `end_fsync`, `fsync_on_close` and `sync` (see below).
 //! Options that only matter to a real device or to fio's reporting are
 //! accepted and ignored ([`IGNORED_OPTIONS`]); any other option is an error naming it, so that
 //! a job file never silently means something else here than under fio.
@@ -67,6 +67,10 @@
 //! `total_ios` and `lat_ns`). `end_fsync` (or `fsync_on_close`: one file, one cache) ends a job
 //! that writes with a flush once all its requests are done; as in fio its latency joins
 //! `sync.lat_ns` but it is not counted in `total_ios`. It needs a closed loop (no rate limit).
+//! `sync=1` (or `sync`, `dsync`) makes every write synchronous, as opening the device with
+//! `O_SYNC` or `O_DSYNC` does: the kernel sends each such direct write with Force Unit Access,
+//! and the write completes once its data is on flash (its latency includes what a flush issued
+//! with it would wait for). fio reports such writes as writes, with no `sync` entries.
 //!
 //! **Simulated time.** `runtime`, `time_based` and `ramp_time` are exposed on the spec in
 //! nanoseconds of simulated time: the source of a `time_based` job never ends and the core is
@@ -132,6 +136,7 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
     "fdatasync",
     "end_fsync",
     "fsync_on_close",
+    "sync",
 ];
 
 /// fio options accepted and ignored because they do not change the request stream a simulated
@@ -146,7 +151,7 @@ pub const SUPPORTED_OPTIONS: &[&str] = &[
 /// `description`. `randrepeat` and `allrandrepeat` are accepted because ssdlab's random streams
 /// always follow the run's seed: a job is repeatable whatever they say. The `verify` family is
 /// deliberately absent: it would add reads we do not generate, so it is rejected; so are options
-/// that change the stream or the report (`sync`, `exitall`, `kb_base`, `iodepth_batch_*`,
+/// that change the stream or the report (`exitall`, `kb_base`, `iodepth_batch_*`,
 /// `unified_rw_reporting`, ...).
 pub const IGNORED_OPTIONS: &[&str] = &[
     // The host's path to a real device.
@@ -480,6 +485,12 @@ pub struct JobSpec {
     /// writing job end with a flush once its requests are done (one device, one cache: the
     /// same flush); see [`JobSpec::ends_with_flush`].
     pub end_fsync: [bool; 2],
+    /// `sync=1` (`sync`, `dsync`): the job's writes are synchronous, each done once its data is
+    /// on flash. On a block device the kernel sends an `O_SYNC` or `O_DSYNC` direct write
+    /// with Force Unit Access, so both are [`HostRequest::fua`] writes here.
+    ///
+    /// [`HostRequest::fua`]: ssdlab_core::HostRequest::fua
+    pub sync_writes: bool,
     /// Line where each option was last set (for errors raised after parsing).
     pub option_lines: BTreeMap<String, usize>,
 }
@@ -525,6 +536,7 @@ impl JobSpec {
             thinktime_counts_completions: true,
             fsync_every: [0; 2],
             end_fsync: [false; 2],
+            sync_writes: false,
             option_lines: BTreeMap::new(),
         }
     }
@@ -894,6 +906,7 @@ fn build_job(
             "fdatasync" => job.fsync_every[1] = parse_uint(value).map_err(err)?,
             "end_fsync" => job.end_fsync[0] = parse_bool(value).map_err(err)?,
             "fsync_on_close" => job.end_fsync[1] = parse_bool(value).map_err(err)?,
+            "sync" => job.sync_writes = parse_sync(value).map_err(err)?,
             "name" => job.name = value.to_string(),
             _ => unreachable!("check_known let '{key}' through"),
         }
@@ -1169,6 +1182,17 @@ fn parse_percent(value: &str) -> Result<u8, String> {
         Ok(p) if p <= 100 => Ok(p),
         _ => Err(format!(
             "expected a percentage from 0 to 100, found '{value}'"
+        )),
+    }
+}
+
+/// fio's `sync`: `none` or `0`, `sync` or `1`, `dsync` (booleans too, as older fio took them).
+fn parse_sync(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "none" | "0" | "false" | "no" | "off" => Ok(false),
+        "sync" | "dsync" | "1" | "true" | "yes" | "on" => Ok(true),
+        _ => Err(format!(
+            "expected none, sync or dsync (or 0 or 1), found '{value}'"
         )),
     }
 }

@@ -8,8 +8,9 @@
 //! `fill_rwbs` writes it: `D` (discard) → trim, else `W` → write, else `R` → read; a leading
 //! `F` (pre-flush) with no data (`FWS` with no sector, or `+ 0`) → a flush at offset 0 with
 //! length 0, while a pre-flush attached to a write with data replays as that write; `N` (no
-//! data, e.g. a barrier notice) is skipped. Trailing `F` (FUA), `S`, `M`, `A` are qualifiers
-//! and ignored.
+//! data, e.g. a barrier notice) is skipped. An `F` right after a write's `W` is Force Unit
+//! Access (`WFS`, a journal commit's `FWFS`): the write replays as a FUA write, done once its
+//! data is on flash. `S`, `M`, `A` are qualifiers and ignored.
 //!
 //! blkparse ends its output with a summary block ("CPU0 (8,0):", "Total (8,0):",
 //! "Throughput (R/W): …", "Events (8,0): …"): from the first summary header on, lines are
@@ -115,12 +116,21 @@ impl LineFormat for Blkparse {
                 op.as_str()
             ));
         }
-        Ok(record(
+        let parsed = record(
             time_ns,
             op,
             scaled(sector, 512, "sector")?,
             scaled(nsectors, 512, "sector count")?,
-        ))
+        );
+        // fill_rwbs writes FUA as an `F` after the operation's letter.
+        let fua = op == Op::Write
+            && rwbs
+                .split_once('W')
+                .is_some_and(|(_, q)| q.starts_with('F'));
+        Ok(match parsed {
+            Parsed::Request(r) => Parsed::Request(super::Record { fua, ..r }),
+            other => other,
+        })
     }
 }
 
@@ -138,14 +148,15 @@ mod tests {
   8,0    0        5     0.000600000  1234  Q   D 2048 + 2048 [fstrim]
   8,0    0        6     0.000700000   411  Q FWS [jbd2/sda1-8]
   8,16   0        7     0.000800000   411  Q  WS 64 + 8 [jbd2/sda1-8]
-  8,0    0        8     0.000900000   411  C   W 223490 + 8 [0]
+  8,0    0        8     0.000850000   411  Q FWFS 72 + 8 [jbd2/sda1-8]
+  8,0    0        9     0.000900000   411  C   W 223490 + 8 [0]
 
 CPU0 (8,0):
  Reads Queued:           1,        8KiB\t Writes Queued:           1,        4KiB
 Total (8,0):
  Reads Queued:           1,        8KiB\t Writes Queued:           1,        4KiB
 Throughput (R/W): 0KiB/s / 3,301KiB/s
-Events (8,0): 9 entries
+Events (8,0): 10 entries
 ";
 
     #[test]
@@ -159,16 +170,18 @@ Events (8,0): 9 entries
         .unwrap();
         let got: Vec<_> = r
             .iter()
-            .map(|q| (q.arrival_ns.unwrap(), q.op, q.offset, q.length))
+            .map(|q| (q.arrival_ns.unwrap(), q.op, q.offset, q.length, q.fua))
             .collect();
         assert_eq!(
             got,
             vec![
-                (0, Op::Write, 223_490 * 512, 4096),
-                (500_000, Op::Read, 512_000, 8192),
-                (600_000, Op::Trim, 2048 * 512, 1 << 20),
-                (700_000, Op::Flush, 0, 0),
-                (800_000, Op::Write, 64 * 512, 4096),
+                (0, Op::Write, 223_490 * 512, 4096, false),
+                (500_000, Op::Read, 512_000, 8192, false),
+                (600_000, Op::Trim, 2048 * 512, 1 << 20, false),
+                (700_000, Op::Flush, 0, 0, false),
+                (800_000, Op::Write, 64 * 512, 4096, false),
+                // A journal commit: pre-flush, write, FUA, sync.
+                (850_000, Op::Write, 72 * 512, 4096, true),
             ]
         );
     }

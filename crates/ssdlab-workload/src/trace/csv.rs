@@ -1,7 +1,8 @@
 //! ssdlab's own plain trace format: `time_ns,op,offset,length[,hint]`.
 //!
 //! - `time_ns`: arrival time, integer ns.
-//! - `op`: `read`, `write`, `trim`, `flush` or their initials `R`, `W`, `T`, `F` (any case).
+//! - `op`: `read`, `write`, `trim`, `flush` or their initials `R`, `W`, `T`, `F` (any case);
+//!   `write_fua` (`WF`) is a write with Force Unit Access, done once its data is on flash.
 //! - `offset`, `length`: bytes. A flush has offset 0 and length 0; other operations need a
 //!   length above 0.
 //! - `hint` (optional): items separated by `;`, each `name=value` or a bare flag, with the names
@@ -29,15 +30,17 @@ impl Csv {
     }
 }
 
-fn parse_op(field: &str) -> Result<Op, String> {
+/// The op column: the operation, and whether a write has Force Unit Access.
+fn parse_op(field: &str) -> Result<(Op, bool), String> {
     Ok(match field.to_ascii_lowercase().as_str() {
-        "read" | "r" => Op::Read,
-        "write" | "w" => Op::Write,
-        "trim" | "t" => Op::Trim,
-        "flush" | "f" => Op::Flush,
+        "read" | "r" => (Op::Read, false),
+        "write" | "w" => (Op::Write, false),
+        "write_fua" | "wf" => (Op::Write, true),
+        "trim" | "t" => (Op::Trim, false),
+        "flush" | "f" => (Op::Flush, false),
         _ => {
             return Err(format!(
-                "expected op as read, write, trim or flush (or R, W, T, F), found '{field}'"
+                "expected op as read, write, write_fua, trim or flush (or R, W, WF, T, F), found '{field}'"
             ))
         }
     })
@@ -54,7 +57,10 @@ pub fn format_csv_line(request: &HostRequest) -> String {
     let base = format!(
         "{},{},{},{}",
         request.arrival_ns.unwrap_or(0),
-        request.op.as_str(),
+        match (request.op, request.fua) {
+            (Op::Write, true) => "write_fua",
+            (op, _) => op.as_str(),
+        },
         request.offset,
         request.length
     );
@@ -129,7 +135,7 @@ impl LineFormat for Csv {
             ));
         }
         let time_ns = parse_u64(f[0], "time_ns")?;
-        let op = parse_op(f[1])?;
+        let (op, fua) = parse_op(f[1])?;
         let offset = parse_u64(f[2], "offset (bytes)")?;
         let length = parse_u64(f[3], "length (bytes)")?;
         if op == Op::Flush && (offset != 0 || length != 0) {
@@ -151,6 +157,7 @@ impl LineFormat for Csv {
             offset,
             length,
             hint,
+            fua,
         }))
     }
 }
@@ -188,9 +195,17 @@ mod tests {
     fn header_ops_and_hints() {
         let text = "# comment\ntime_ns,op,offset,length,hint\n10,write,4096,8192,stream=3;life=short\n\
                     20,R,0,512\n30,T,0,4096,\n40,flush,0,0\n50,w,0,4096,fdp=2;sea=dyn;group=17;rel=dirty\n\
-                    60,read,0,4096,flushread\n";
+                    60,read,0,4096,flushread\n70,write_fua,0,4096\n80,WF,4096,4096,life=short\n";
         let r = parse(text).unwrap();
-        assert_eq!(r.len(), 6);
+        assert_eq!(r.len(), 8);
+        assert_eq!(
+            r.iter().map(|q| q.fua).collect::<Vec<_>>()[4..],
+            [false, false, true, true]
+        );
+        assert_eq!(
+            (r[6].op, r[7].op, r[7].hint.write_life),
+            (Op::Write, Op::Write, Some(WriteLife::Short))
+        );
         assert_eq!(
             (r[0].arrival_ns, r[0].op, r[0].offset, r[0].length),
             (Some(0), Op::Write, 4096, 8192)
@@ -316,7 +331,9 @@ mod tests {
             reliability: Some(Reliability::Clean),
             flush_read: true,
         };
+        req.fua = true;
         let line = format_csv_line(&req);
+        assert!(line.starts_with("5,write_fua,"), "{line}");
         let back = parse_trace_str(
             &line,
             "x",

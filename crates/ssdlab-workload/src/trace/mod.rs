@@ -160,6 +160,8 @@ pub(crate) struct Record {
     pub offset: u64,
     pub length: u64,
     pub hint: Hint,
+    /// A write with Force Unit Access (see [`HostRequest::fua`]).
+    pub fua: bool,
 }
 
 /// What a format parser makes of one non-blank, non-comment line.
@@ -326,7 +328,7 @@ impl<R: BufRead + Send> TraceSource<R> {
                 offset: record.offset,
                 length: record.length,
                 hint: record.hint,
-                fua: false,
+                fua: record.fua,
             }));
         }
     }
@@ -497,6 +499,7 @@ pub(crate) fn record(time_ns: u64, op: Op, offset: u64, length: u64) -> Parsed {
         offset,
         length,
         hint: Hint::default(),
+        fua: false,
     })
 }
 
