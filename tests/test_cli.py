@@ -687,6 +687,7 @@ def test_the_example_job_files_parse_into_their_groups():
     assert _core.job_names(beside) == ["warm", "reader", "writer"]
     assert _core.job_groups(beside) == [[0], [1, 2]]
     assert _core.job_names(str(examples / "fdatasync.fio")) == ["wal"]
+    assert _core.job_names(str(examples / "osync.fio")) == ["wal"]
 
 
 def test_group_reporting_reports_the_clones_as_one_job(capsys, tmp_path):
