@@ -637,10 +637,11 @@ impl<'a, T: Transport> Session<'a, T> {
                     served
                 }
                 Command::Write => {
-                    let req = HostRequest::new(Op::Write, h.offset, length as u64);
+                    let mut req = HostRequest::new(Op::Write, h.offset, length as u64);
+                    // The device's own FUA write: done once its data is on flash.
+                    req.fua = h.flags & CMD_FLAG_FUA != 0;
                     let data = &self.input[payload];
-                    let served = self.emu.submit(issue, &req, Some(data), None);
-                    self.with_fua(h, issue, served)
+                    self.emu.submit(issue, &req, Some(data), None)
                 }
                 Command::Trim => {
                     let req = HostRequest::new(Op::Trim, h.offset, length as u64);
@@ -695,7 +696,8 @@ impl<'a, T: Transport> Session<'a, T> {
         }
     }
 
-    /// FUA: the request completes when a flush issued with it does.
+    /// FUA on a trim or WRITE_ZEROES: the request completes when a flush issued with it does
+    /// (a write's FUA is the device's own, [`HostRequest::fua`]).
     fn with_fua(&mut self, h: &RequestHeader, issue: u64, served: Served) -> Served {
         if h.flags & CMD_FLAG_FUA == 0 || served.error != 0 {
             return served;

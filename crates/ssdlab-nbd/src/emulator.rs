@@ -296,7 +296,11 @@ impl Emulator {
         };
         drop(guard);
         match &self.image {
-            Some(image) if req.op == Op::Flush && served.error == 0 && image.sync().is_err() => {
+            Some(image)
+                if (req.op == Op::Flush || req.fua)
+                    && served.error == 0
+                    && image.sync().is_err() =>
+            {
                 Served {
                     error: crate::protocol::EIO,
                     ..served
