@@ -7,10 +7,11 @@
 //! and are skipped, which is not an error. RWBS maps to the operation as blktrace's
 //! `fill_rwbs` writes it: `D` (discard) → trim, else `W` → write, else `R` → read; a leading
 //! `F` (pre-flush) with no data (`FWS` with no sector, or `+ 0`) → a flush at offset 0 with
-//! length 0, while a pre-flush attached to a write with data replays as that write; `N` (no
-//! data, e.g. a barrier notice) is skipped. An `F` right after a write's `W` is Force Unit
-//! Access (`WFS`, a journal commit's `FWFS`): the write replays as a FUA write, done once its
-//! data is on flash. `S`, `M`, `A` are qualifiers and ignored.
+//! length 0, while a pre-flush attached to a request with data replays as a flush followed by
+//! that request at the same time, as the block layer sends it; `N` (no data, e.g. a barrier
+//! notice) is skipped. An `F` right after a write's `W` is Force Unit Access (`WFS`; a journal
+//! commit's `FWFS` is a flush, then a FUA write): the write replays as a FUA write, done once
+//! its data is on flash. `S`, `M`, `A` are qualifiers and ignored.
 //!
 //! blkparse ends its output with a summary block ("CPU0 (8,0):", "Total (8,0):",
 //! "Throughput (R/W): …", "Events (8,0): …"): from the first summary header on, lines are
@@ -128,7 +129,7 @@ impl LineFormat for Blkparse {
                 .split_once('W')
                 .is_some_and(|(_, q)| q.starts_with('F'));
         Ok(match parsed {
-            Parsed::Request(r) => Parsed::Request(super::Record { fua, ..r }),
+            Parsed::Request(r) => Parsed::Request(super::Record { fua, preflush, ..r }),
             other => other,
         })
     }
@@ -180,7 +181,8 @@ Events (8,0): 10 entries
                 (600_000, Op::Trim, 2048 * 512, 1 << 20, false),
                 (700_000, Op::Flush, 0, 0, false),
                 (800_000, Op::Write, 64 * 512, 4096, false),
-                // A journal commit: pre-flush, write, FUA, sync.
+                // A journal commit: pre-flush, write, FUA, sync: a flush, then a FUA write.
+                (850_000, Op::Flush, 0, 0, false),
                 (850_000, Op::Write, 72 * 512, 4096, true),
             ]
         );

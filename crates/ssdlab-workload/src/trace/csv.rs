@@ -158,6 +158,7 @@ impl LineFormat for Csv {
             length,
             hint,
             fua,
+            preflush: false,
         }))
     }
 }

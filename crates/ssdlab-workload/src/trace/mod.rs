@@ -162,6 +162,9 @@ pub(crate) struct Record {
     pub hint: Hint,
     /// A write with Force Unit Access (see [`HostRequest::fua`]).
     pub fua: bool,
+    /// A flush comes first, issued at the same time (a block-layer pre-flush: what came
+    /// before is made durable before this request).
+    pub preflush: bool,
 }
 
 /// What a format parser makes of one non-blank, non-comment line.
@@ -205,6 +208,8 @@ pub struct TraceSource<R: BufRead + Send> {
     first_time_ns: Option<u64>,
     last_time_ns: u64,
     done: bool,
+    /// The request of a line whose pre-flush was returned first.
+    after_preflush: Option<HostRequest>,
 }
 
 impl<R: BufRead + Send> TraceSource<R> {
@@ -241,6 +246,7 @@ impl<R: BufRead + Send> TraceSource<R> {
             first_time_ns: None,
             last_time_ns: 0,
             done: false,
+            after_preflush: None,
         })
     }
 
@@ -262,6 +268,9 @@ impl<R: BufRead + Send> TraceSource<R> {
     }
 
     fn advance(&mut self) -> Option<Result<HostRequest, WorkloadError>> {
+        if let Some(request) = self.after_preflush.take() {
+            return Some(Ok(request));
+        }
         loop {
             if self.done {
                 return None;
@@ -322,14 +331,21 @@ impl<R: BufRead + Send> TraceSource<R> {
             } else {
                 first.saturating_add(scaled)
             };
-            return Some(Ok(HostRequest {
+            let request = HostRequest {
                 arrival_ns: Some(arrival),
                 op: record.op,
                 offset: record.offset,
                 length: record.length,
                 hint: record.hint,
                 fua: record.fua,
-            }));
+            };
+            if record.preflush {
+                self.after_preflush = Some(request);
+                let mut flush = HostRequest::new(Op::Flush, 0, 0);
+                flush.arrival_ns = Some(arrival);
+                return Some(Ok(flush));
+            }
+            return Some(Ok(request));
         }
     }
 }
@@ -500,6 +516,7 @@ pub(crate) fn record(time_ns: u64, op: Op, offset: u64, length: u64) -> Parsed {
         length,
         hint: Hint::default(),
         fua: false,
+        preflush: false,
     })
 }
 
