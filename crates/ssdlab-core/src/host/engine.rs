@@ -737,11 +737,20 @@ impl Device {
             && lt.transfers <= 1
             && e.planes_per_die > 1
         {
+            // Blocks with a program passed over: a later page of one may not join, or it
+            // would be programmed before a page queued ahead of it (NAND programs a block's
+            // pages in order).
+            let mut passed_over = [NONE; MERGE_WINDOW];
             let mut i = 0;
             while i < e.queues[q].len().min(MERGE_WINDOW) && members < e.planes_per_die {
                 let id = e.queues[q][i];
                 let t = e.txns[id as usize];
                 let bit = 1u64 << (t.plane % 64);
+                let block = if t.kind == TxnKind::Program {
+                    self.geo.block_of(t.ppa)
+                } else {
+                    NONE
+                };
                 if t.kind == lt.kind
                     && t.moves == 0
                     && t.class == lt.class
@@ -749,6 +758,7 @@ impl Device {
                     && t.decode_pages <= 1
                     && t.transfers <= 1
                     && planes_used & bit == 0
+                    && (block == NONE || !passed_over[..i].contains(&block))
                 {
                     e.queues[q].remove(i);
                     e.queued[d] -= 1;
@@ -761,6 +771,7 @@ impl Device {
                     bus_ns += t.xfer_ns(xfer_ns, &self.derived.codeword_transfer_ns);
                     continue;
                 }
+                passed_over[i] = block;
                 i += 1;
             }
         }
@@ -1310,6 +1321,56 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A multi-plane program takes from its die's queue the programs of the leader's page on
+    /// the other planes, but not a later page of a block whose earlier page is queued ahead
+    /// of it: NAND programs a block's pages in order.
+    #[test]
+    fn a_multi_plane_program_keeps_each_block_in_page_order() {
+        let planes = [("geometry.planes_per_die".to_string(), "2".to_string())];
+        let mut dev = Device::from_toml("", "t", &planes, 1, false).unwrap();
+        dev.engine = Some(Box::new(Engine::new(&dev)));
+        let (a, b) = (dev.geo.plane_blocks(0).start, dev.geo.plane_blocks(1).start);
+        let geo = dev.geo.clone();
+        let page = |block: usize, page: u32| geo.first_page(block as u32) + page;
+        let program = |dev: &mut Device, ppa: u32| {
+            let t = dev.at_page(txn(TxnKind::Program, TxnClass::HostWrite, 500_000), ppa);
+            assert_eq!(t.die, 0);
+            let id = dev.engine().new_txn(t);
+            let q = queue_of(TxnKind::Program, TxnClass::HostWrite);
+            let block = dev.geo.block_of(ppa) as usize;
+            let e = dev.engine();
+            e.queues[q].push_back(id);
+            e.queued[0] += 1;
+            e.queued_work_ns[0] += 500_000;
+            e.block_work[block].unstarted_programs += 1;
+            id
+        };
+        // Plane 0's page 6 leads; plane 1 has its page 5 queued, then its page 6.
+        let leader = program(&mut dev, page(a, 6));
+        let b5 = program(&mut dev, page(b, 5));
+        let b6 = program(&mut dev, page(b, 6));
+        dev.start(0, queue_of(TxnKind::Program, TxnClass::HostWrite));
+        let e = dev.engine();
+        assert_eq!(
+            e.txns[leader as usize].group_next, NONE,
+            "page 6 of b went before page 5"
+        );
+        assert_eq!(
+            e.queues[queue_of(TxnKind::Program, TxnClass::HostWrite)],
+            [b5, b6]
+        );
+        // With plane 1's page 6 at the head of what is left, it joins a page-6 leader.
+        let a7 = program(&mut dev, page(a, 6));
+        let e = dev.engine();
+        let q = queue_of(TxnKind::Program, TxnClass::HostWrite);
+        e.queues[q].retain(|&id| id != b5);
+        e.queues[q].push_front(a7);
+        e.queued[0] -= 1;
+        e.dies[0] = Default::default();
+        dev.start(0, q);
+        assert_eq!(dev.engine().txns[a7 as usize].group_next, b6);
+    }
 
     /// An erase that programs wait for is served as their class (host writes at most), moved
     /// to that class's queue of its die; never lowered.
