@@ -340,6 +340,11 @@ def test_fio_sync_makes_each_write_done_once_its_data_is_on_flash(capsys, tmp_pa
     protected = run_json(capsys, job, *pages, "--set", "controller.power_loss_protection=true")
     assert protected["jobs"][0]["write"]["clat_ns"] == plain["write"]["clat_ns"]
     assert protected["ssd"]["padded_units"] == 0
+    # A drive with its write cache off: every write is such a write, and flushes find nothing.
+    job.write_text(body + "fdatasync=1\n", encoding="utf-8")
+    uncached = run_json(capsys, job, *pages, "--set", "controller.volatile_write_cache=false")
+    assert uncached["jobs"][0]["write"]["clat_ns"] == wal["write"]["clat_ns"]
+    assert uncached["jobs"][0]["sync"]["lat_ns"]["max"] == 0
 
 
 def test_fio_end_fsync_closes_each_writing_job_with_one_flush(capsys, tmp_path):

@@ -309,7 +309,8 @@ pub struct ControllerConfig {
     pub cpu_ns_per_request: u64,
     /// Device-CPU time per mapping lookup or update (one per page).
     pub cpu_ns_per_page: u64,
-    /// DRAM write buffer in pages; 0 disables it (writes complete after their program).
+    /// DRAM write buffer in pages; 0 disables it: a write that fills a page completes after
+    /// its program, and the units of a page still filling wait in the controller.
     pub write_buffer_pages: u32,
     /// Die scheduling policy: fcfs, priority or out_of_order.
     pub scheduler: SchedulerKind,
@@ -322,10 +323,21 @@ pub struct ControllerConfig {
     /// hashes.
     #[serde(skip_serializing_if = "is_false")]
     pub power_loss_protection: bool,
+    /// A volatile write cache (NVMe's Volatile Write Cache, on by default as on client
+    /// drives): a write is done once the controller has its data, and a flush makes it
+    /// durable. Off (`nvme set-feature -f 6 -v 0`, `hdparm -W0`), every write is done once
+    /// its data is on flash, as a FUA write is, and a flush has nothing to wait for. Left out
+    /// of the canonical form while on, so that configurations without it keep their hashes.
+    #[serde(skip_serializing_if = "is_true")]
+    pub volatile_write_cache: bool,
 }
 
 fn is_false(value: &bool) -> bool {
     !*value
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 impl Default for ControllerConfig {
@@ -337,6 +349,7 @@ impl Default for ControllerConfig {
             scheduler: SchedulerKind::Priority,
             aging_ns: 5_000_000,
             power_loss_protection: false,
+            volatile_write_cache: true,
         }
     }
 }

@@ -47,6 +47,7 @@ fn swarm(extra: &[(&str, &str)], seed: u64) -> u64 {
     let ctx = format!("seed {seed}, {extra:?}");
     let mut dev = device(extra, seed);
     let protected = dev.config().controller.power_loss_protection;
+    let cached = dev.config().controller.volatile_write_cache;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let unit = dev.derived().mapping_unit_bytes as u64;
     let units = dev.logical_bytes() / unit;
@@ -79,7 +80,7 @@ fn swarm(extra: &[(&str, &str)], seed: u64) -> u64 {
                     let c = dev
                         .submit_at(t, &write, Some(&data), None)
                         .unwrap_or_else(|e| panic!("{ctx}: {e}"));
-                    if write.fua {
+                    if write.fua || !cached {
                         // Done once its data is on flash: durable from its completion.
                         fua_writes.push((c.complete_ns, u, written[u as usize]));
                     }
@@ -152,6 +153,25 @@ fn flushed_writes_survive_power_loss_page_map() {
             ],
             seed,
         );
+    }
+}
+
+/// Without a volatile write cache every completed write is durable, flushed or not: nothing
+/// acknowledged is lost.
+#[test]
+fn completed_writes_survive_power_loss_without_a_volatile_cache() {
+    for seed in 1..=3 {
+        for extra in [
+            &[("geometry.page_size_bytes", "16384")][..],
+            &[
+                ("geometry.page_size_bytes", "16384"),
+                ("controller.write_buffer_pages", "16"),
+            ],
+        ] {
+            let mut settings = vec![("controller.volatile_write_cache", "false")];
+            settings.extend_from_slice(extra);
+            swarm(&settings, seed);
+        }
     }
 }
 

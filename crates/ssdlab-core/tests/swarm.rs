@@ -72,6 +72,10 @@ fn random_overrides(rng: &mut Xoshiro256PlusPlus) -> Vec<(String, String)> {
         ("channel.cache_read", rng.gen_bool(0.5).to_string()),
         ("channel.cache_program", rng.gen_bool(0.5).to_string()),
         (
+            "controller.volatile_write_cache",
+            rng.gen_bool(0.8).to_string(),
+        ),
+        (
             "host.melded_reads",
             ["off", "on", "auto"][rng.gen_range(0..3)].to_string(),
         ),

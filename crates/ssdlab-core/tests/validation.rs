@@ -1172,6 +1172,41 @@ mod mapping_units {
         }
     }
 
+    /// Without a volatile write cache (`controller.volatile_write_cache = false`) every write
+    /// is done once its data is on flash, as a FUA write is, and a flush finds nothing to do.
+    #[test]
+    fn without_a_volatile_cache_every_write_waits_for_flash() {
+        let durable = LINK_4K + ENCODE + XFER_16K + LSB_PROGRAM;
+        for (scheduler, suspend) in [("priority", "true"), ("fcfs", "false")] {
+            let mut dev = packed(&[
+                ("controller.scheduler", scheduler),
+                ("cell.suspend", suspend),
+                ("controller.volatile_write_cache", "false"),
+            ]);
+            let requests = vec![
+                HostRequest::new(Op::Write, 0, 4096),
+                HostRequest::new(Op::Flush, 0, 0),
+            ];
+            let job = closed_run(&mut dev, requests, 1);
+            assert_eq!(
+                job["write"]["clat_ns"]["max"].as_u64(),
+                Some(durable),
+                "{scheduler}"
+            );
+            assert_eq!(
+                job["sync"]["lat_ns"]["max"].as_u64(),
+                Some(0),
+                "{scheduler}"
+            );
+            assert_eq!(dev.ssd_json()["padded_units"], 3, "{scheduler}");
+        }
+        // The default is a volatile cache, left out of the canonical form (hashes unchanged).
+        let dev = packed(&[]);
+        assert!(dev.config().controller.volatile_write_cache);
+        let canonical = dev.config().canonical_json();
+        assert!(!canonical.contains("volatile_write_cache"), "{canonical}");
+    }
+
     #[test]
     fn a_sub_unit_write_reads_the_old_unit_only_when_it_is_on_flash() {
         let mut dev = packed(&[]);

@@ -647,14 +647,21 @@ impl Device {
             }
             Op::Write => {
                 let written = self.execute_write(req, start, first_unit, units, data)?;
-                // Force Unit Access: done once a flush issued with it would be.
-                let durable = if req.fua { self.durable_ns(start) } else { 0 };
+                // Force Unit Access (or no volatile cache): done once a flush issued with it
+                // would be.
+                let durable = if req.fua || !self.config.controller.volatile_write_cache {
+                    self.durable_ns(start)
+                } else {
+                    0
+                };
                 (written.max(durable), false)
             }
             Op::Trim => {
                 self.execute_trim(req, first_unit, units);
                 (start, false)
             }
+            // Without a volatile cache every completed write is durable already.
+            Op::Flush if !self.config.controller.volatile_write_cache => (start, false),
             Op::Flush => (self.durable_ns(start), false),
         };
         self.note_mapping_cache();

@@ -45,8 +45,9 @@ impl Device {
                 if self.flex && write.is_ok() {
                     self.flex_note_write(req, first_unit, units, start);
                 }
-                if req.fua && write.is_ok() {
-                    // Force Unit Access: done once a flush issued with it would be.
+                if (req.fua || !self.config.controller.volatile_write_cache) && write.is_ok() {
+                    // Force Unit Access (or no volatile cache): done once a flush issued with
+                    // it would be.
                     self.engine_make_durable(start, slot);
                 }
                 write
@@ -55,6 +56,8 @@ impl Device {
                 self.engine_trim(req, start, first_unit, units, slot);
                 Ok(())
             }
+            // Without a volatile cache every completed write is durable already.
+            Op::Flush if !self.config.controller.volatile_write_cache => Ok(()),
             Op::Flush => {
                 self.engine_make_durable(start, slot);
                 Ok(())
