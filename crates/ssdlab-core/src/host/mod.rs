@@ -647,9 +647,7 @@ impl Device {
             }
             Op::Write => {
                 let written = self.execute_write(req, start, first_unit, units, data)?;
-                // Force Unit Access (or no volatile cache): done once a flush issued with it
-                // would be.
-                let durable = if req.fua || !self.config.controller.volatile_write_cache {
+                let durable = if self.write_waits_for_flash(req) {
                     self.durable_ns(start)
                 } else {
                     0
@@ -1422,6 +1420,13 @@ impl Device {
             ready_ns,
             codewords: self.derived.codewords_per_page,
         });
+    }
+
+    /// Is write `req` done only once its data is on flash (Force Unit Access, or a drive
+    /// without a volatile write cache)? Then it waits for what a flush issued with it would.
+    #[inline]
+    fn write_waits_for_flash(&self, req: &HostRequest) -> bool {
+        req.fua || !self.config.controller.volatile_write_cache
     }
 
     /// When everything accepted by `start` is on flash: the staged pages are programmed

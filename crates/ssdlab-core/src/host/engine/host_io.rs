@@ -45,9 +45,7 @@ impl Device {
                 if self.flex && write.is_ok() {
                     self.flex_note_write(req, first_unit, units, start);
                 }
-                if (req.fua || !self.config.controller.volatile_write_cache) && write.is_ok() {
-                    // Force Unit Access (or no volatile cache): done once a flush issued with
-                    // it would be.
+                if write.is_ok() && self.write_waits_for_flash(req) {
                     self.engine_make_durable(start, slot);
                 }
                 write
