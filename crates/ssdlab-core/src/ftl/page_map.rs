@@ -935,6 +935,12 @@ impl PageMapFtl {
                 let victim = self.geo.plane_blocks(plane).start as u32 + index as u32;
                 // Out of the candidates while it is collected: never chosen twice.
                 self.state[victim as usize] = BlockState::Victim;
+                // Its reverse map is read in order through its steps: ask for it now, so that
+                // each step's scan and the L2P prefetches that depend on it do not wait.
+                let first = self.first_unit(victim) as usize;
+                for unit in (first..first + self.units_per_block as usize).step_by(16) {
+                    prefetch(&self.oob_unit, unit);
+                }
                 let free_blocks = &self.free;
                 let of = |p: u32| free_blocks[p as usize] as usize;
                 let free = FreeBlocks {
