@@ -737,20 +737,17 @@ impl Device {
             && lt.transfers <= 1
             && e.planes_per_die > 1
         {
-            // Blocks with a program passed over: a later page of one may not join, or it
-            // would be programmed before a page queued ahead of it (NAND programs a block's
-            // pages in order).
-            let mut passed_over = [NONE; MERGE_WINDOW];
+            // Planes with a program passed over: a later page of that program's block may
+            // not join, or it would be programmed before a page queued ahead of it (NAND
+            // programs a block's pages in order). The blocks are compared only for a
+            // candidate that would join on such a plane, which is rare.
+            let mut passed_planes = 0u64;
+            let geo = &self.geo;
             let mut i = 0;
             while i < e.queues[q].len().min(MERGE_WINDOW) && members < e.planes_per_die {
                 let id = e.queues[q][i];
                 let t = e.txns[id as usize];
                 let bit = 1u64 << (t.plane % 64);
-                let block = if t.kind == TxnKind::Program {
-                    self.geo.block_of(t.ppa)
-                } else {
-                    NONE
-                };
                 if t.kind == lt.kind
                     && t.moves == 0
                     && t.class == lt.class
@@ -758,7 +755,12 @@ impl Device {
                     && t.decode_pages <= 1
                     && t.transfers <= 1
                     && planes_used & bit == 0
-                    && (block == NONE || !passed_over[..i].contains(&block))
+                    && (t.kind != TxnKind::Program
+                        || passed_planes & bit == 0
+                        || !e.queues[q].iter().take(i).any(|&ahead| {
+                            let a = &e.txns[ahead as usize];
+                            a.kind == TxnKind::Program && geo.block_of(a.ppa) == geo.block_of(t.ppa)
+                        }))
                 {
                     e.queues[q].remove(i);
                     e.queued[d] -= 1;
@@ -771,7 +773,9 @@ impl Device {
                     bus_ns += t.xfer_ns(xfer_ns, &self.derived.codeword_transfer_ns);
                     continue;
                 }
-                passed_over[i] = block;
+                if t.kind == TxnKind::Program {
+                    passed_planes |= bit;
+                }
                 i += 1;
             }
         }
