@@ -19,6 +19,7 @@
 
 use super::{
     parse_decimal_ns, parse_u64, record, scaled, split_ws, BlkparseAction, LineFormat, Op, Parsed,
+    Record,
 };
 
 pub(crate) struct Blkparse {
@@ -117,21 +118,20 @@ impl LineFormat for Blkparse {
                 op.as_str()
             ));
         }
-        let parsed = record(
-            time_ns,
-            op,
-            scaled(sector, 512, "sector")?,
-            scaled(nsectors, 512, "sector count")?,
-        );
         // fill_rwbs writes FUA as an `F` after the operation's letter.
         let fua = op == Op::Write
             && rwbs
                 .split_once('W')
                 .is_some_and(|(_, q)| q.starts_with('F'));
-        Ok(match parsed {
-            Parsed::Request(r) => Parsed::Request(super::Record { fua, preflush, ..r }),
-            other => other,
-        })
+        Ok(Parsed::Request(Record {
+            time_ns,
+            op,
+            offset: scaled(sector, 512, "sector")?,
+            length: scaled(nsectors, 512, "sector count")?,
+            hint: Default::default(),
+            fua,
+            preflush,
+        }))
     }
 }
 
