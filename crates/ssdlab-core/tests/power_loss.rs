@@ -162,15 +162,17 @@ fn flushed_writes_survive_power_loss_page_map() {
 fn completed_writes_survive_power_loss_without_a_volatile_cache() {
     for seed in 1..=3 {
         for extra in [
-            &[("geometry.page_size_bytes", "16384")][..],
             &[
+                ("controller.volatile_write_cache", "false"),
+                ("geometry.page_size_bytes", "16384"),
+            ][..],
+            &[
+                ("controller.volatile_write_cache", "false"),
                 ("geometry.page_size_bytes", "16384"),
                 ("controller.write_buffer_pages", "16"),
             ],
         ] {
-            let mut settings = vec![("controller.volatile_write_cache", "false")];
-            settings.extend_from_slice(extra);
-            swarm(&settings, seed);
+            swarm(extra, seed);
         }
     }
 }

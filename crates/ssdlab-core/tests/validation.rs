@@ -990,6 +990,9 @@ mod mapping_units {
     const XFER_4K: u64 = 5_120 + 300; // two 2 KiB codewords: what a 4 KiB read moves
     const LSB_PROGRAM: u64 = 500_000;
     const CSB_PROGRAM: u64 = 700_000;
+    /// A 4 KiB write made durable in an empty page: link, encode, the padded page's transfer
+    /// and its LSB program.
+    const DURABLE_FIRST_PAGE: u64 = LINK_4K + ENCODE + XFER_16K + LSB_PROGRAM;
 
     fn write(dev: &mut Device, offset: u64, len: u64) -> u64 {
         dev.submit(&HostRequest::new(Op::Write, offset, len), None, None)
@@ -1111,7 +1114,6 @@ mod mapping_units {
             r.fua = true;
             r
         };
-        let durable = LINK_4K + ENCODE + XFER_16K + LSB_PROGRAM;
         for (scheduler, suspend) in [("priority", "true"), ("fcfs", "false")] {
             for buffer in ["0", "4"] {
                 let case = format!("{scheduler}, {buffer} buffer pages");
@@ -1123,7 +1125,11 @@ mod mapping_units {
                 let mut dev = packed(&settings);
                 let job = closed_run(&mut dev, vec![fua(0), fua(4096)], 1);
                 let clat = &job["write"]["clat_ns"];
-                assert_eq!(clat["min"].as_u64(), Some(durable), "{case}: {clat}");
+                assert_eq!(
+                    clat["min"].as_u64(),
+                    Some(DURABLE_FIRST_PAGE),
+                    "{case}: {clat}"
+                );
                 // The second one fills the next page's first unit: the CSB program.
                 assert_eq!(
                     clat["max"].as_u64(),
@@ -1157,7 +1163,7 @@ mod mapping_units {
                 );
                 assert_eq!(
                     job["sync"]["lat_ns"]["max"].as_u64(),
-                    Some(durable),
+                    Some(DURABLE_FIRST_PAGE),
                     "{case}"
                 );
             }
@@ -1176,7 +1182,6 @@ mod mapping_units {
     /// is done once its data is on flash, as a FUA write is, and a flush finds nothing to do.
     #[test]
     fn without_a_volatile_cache_every_write_waits_for_flash() {
-        let durable = LINK_4K + ENCODE + XFER_16K + LSB_PROGRAM;
         for (scheduler, suspend) in [("priority", "true"), ("fcfs", "false")] {
             let mut dev = packed(&[
                 ("controller.scheduler", scheduler),
@@ -1190,7 +1195,7 @@ mod mapping_units {
             let job = closed_run(&mut dev, requests, 1);
             assert_eq!(
                 job["write"]["clat_ns"]["max"].as_u64(),
-                Some(durable),
+                Some(DURABLE_FIRST_PAGE),
                 "{scheduler}"
             );
             assert_eq!(
