@@ -702,7 +702,7 @@ impl Server {
             emu,
             &counters,
             sim_ns,
-            state.job.flushes(),
+            state.job.sync_ios,
             &self.export,
             self.tls.as_deref(),
         );

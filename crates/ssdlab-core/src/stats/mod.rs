@@ -296,11 +296,6 @@ impl JobStats {
         }
     }
 
-    /// Flushes completed as the job's I/O (fio's sync `total_ios`).
-    pub fn flushes(&self) -> u64 {
-        self.sync_ios
-    }
-
     pub fn runtime_ns(&self) -> u64 {
         self.first_issue_ns
             .map_or(0, |start| self.last_complete_ns.saturating_sub(start))
