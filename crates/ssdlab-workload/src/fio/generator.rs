@@ -448,11 +448,7 @@ impl FioSource {
                 // rate: fio limits reads and writes, not syncs).
                 return Some(HostRequest {
                     arrival_ns,
-                    op: Op::Flush,
-                    offset: 0,
-                    length: 0,
-                    hint: Hint::default(),
-                    fua: false,
+                    ..HostRequest::new(Op::Flush, 0, 0)
                 });
             }
         }

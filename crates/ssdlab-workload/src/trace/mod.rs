@@ -341,9 +341,10 @@ impl<R: BufRead + Send> TraceSource<R> {
             };
             if record.preflush {
                 self.after_preflush = Some(request);
-                let mut flush = HostRequest::new(Op::Flush, 0, 0);
-                flush.arrival_ns = Some(arrival);
-                return Some(Ok(flush));
+                return Some(Ok(HostRequest {
+                    arrival_ns: Some(arrival),
+                    ..HostRequest::new(Op::Flush, 0, 0)
+                }));
             }
             return Some(Ok(request));
         }
