@@ -6,12 +6,17 @@
 //! generator's. Random writes are measured in GC steady state after preconditioning.
 
 use ssdlab_core::ftl::{build_ftl, Ftl, UnitWrite};
+use ssdlab_core::gc::uniform_random_waf_of;
 use ssdlab_core::host::run::{DEPENDENT_STAGE, LOOKAHEAD};
 use ssdlab_core::nand::Geometry;
 use ssdlab_core::{
     Config, Device, HostRequest, Loop, PreconditionOptions, RequestSource, RunSpec, VecSource,
 };
 use std::time::Instant;
+
+/// How far beyond the analytic model's range the measured steady-state WAF of the random writes
+/// may be (the core's validation holds a device kept at its foreground watermark to 10 %).
+pub const MODEL_WAF_TOLERANCE: f64 = 0.10;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -60,6 +65,11 @@ pub struct Results {
     pub precondition_units: u64,
     pub random_write_req_per_s: f64,
     pub random_write_waf: f64,
+    /// Xiang & Kurkoski's closed form for greedy GC under these writes on this device, with its
+    /// GC keeping the foreground or the background watermark's free blocks (low, high): the
+    /// measured WAF must be near this range, or the simulated device is wrong and its speed
+    /// means nothing.
+    pub random_write_model_waf: (f64, f64),
     /// Busy time over simulated time, mean over the dies, of each phase (the device's own
     /// figure: a saturated device keeps its dies busy).
     pub random_write_die_utilisation: f64,
@@ -237,6 +247,23 @@ pub fn run(p: &Params) -> Result<Results, String> {
     let random_write_req_per_s = replay(&mut dev, writes, p.queue_depth);
     let written = dev.ssd_json();
     let random_write_waf = written["waf"].as_f64().unwrap_or(0.0);
+    // Free blocks in GC steady state lie between the two watermarks; an open block is half
+    // full on average.
+    let ftl = &dev.config().ftl;
+    let model = |free_blocks: u32| {
+        uniform_random_waf_of(dev.config(), dev.derived(), free_blocks as f64 + 1.0)
+    };
+    let (low, high) = (model(ftl.gc_fg_free_blocks), model(ftl.gc_bg_free_blocks));
+    let tolerance = MODEL_WAF_TOLERANCE;
+    if !(low * (1.0 - tolerance)..=high * (1.0 + tolerance)).contains(&random_write_waf) {
+        return Err(format!(
+            "random writes: measured WAF {random_write_waf:.3}, outside the analytic model's \
+             {low:.3}-{high:.3} widened by {:.0} %: the simulated device is wrong, and its \
+             speed is no figure",
+            tolerance * 100.0
+        ));
+    }
+    let random_write_model_waf = (low, high);
     let random_write_die_utilisation = written["die_utilisation"].as_f64().unwrap_or(0.0);
     let reads = job_requests("randread", logical_bytes, p.requests, p.seed + 1);
     let random_read_req_per_s = replay(&mut dev, reads, p.queue_depth);
@@ -248,6 +275,7 @@ pub fn run(p: &Params) -> Result<Results, String> {
         precondition_units: pre.units_written,
         random_write_req_per_s,
         random_write_waf,
+        random_write_model_waf,
         random_write_die_utilisation,
         random_read_req_per_s,
         random_read_die_utilisation,

@@ -18,6 +18,15 @@ fn tiny_simspeed_runs_and_reports_sane_figures() {
         r.random_write_waf > 1.0,
         "random writes after preconditioning must trigger GC: {r:?}"
     );
+    // `run` refuses a WAF outside the analytic model's range (widened by the tolerance); the
+    // range itself is that of a device in GC steady state.
+    let (low, high) = r.random_write_model_waf;
+    assert!(1.0 < low && low < high, "model range {low}-{high}");
+    let tolerance = ssdlab_benches::MODEL_WAF_TOLERANCE;
+    assert!(
+        (low * (1.0 - tolerance)..=high * (1.0 + tolerance)).contains(&r.random_write_waf),
+        "{r:?}"
+    );
     assert!(r.physical_pages > 0 && r.logical_bytes > 0);
     if let Some(b) = r.bytes_per_physical_page {
         assert!(b < 64.0, "device state should be a few bytes per page: {b}");

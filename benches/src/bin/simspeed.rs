@@ -90,9 +90,11 @@ fn main() {
         r.precondition_units, r.precondition_s
     );
     println!(
-        "random writes     {:.3} M req/s  (WAF {:.2}, die utilisation {:.3}; target >= 2 M/s)",
+        "random writes     {:.3} M req/s  (WAF {:.2}, model {:.2}-{:.2}, die utilisation {:.3}; target >= 2 M/s)",
         r.random_write_req_per_s / 1e6,
         r.random_write_waf,
+        r.random_write_model_waf.0,
+        r.random_write_model_waf.1,
         r.random_write_die_utilisation
     );
     println!(
@@ -120,6 +122,7 @@ fn main() {
             "precondition_s": r.precondition_s,
             "random_write_req_per_s": r.random_write_req_per_s,
             "random_write_waf": r.random_write_waf,
+            "random_write_model_waf": [r.random_write_model_waf.0, r.random_write_model_waf.1],
             "random_write_die_utilisation": r.random_write_die_utilisation,
             "random_read_req_per_s": r.random_read_req_per_s,
             "random_read_die_utilisation": r.random_read_die_utilisation,

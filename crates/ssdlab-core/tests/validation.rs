@@ -244,39 +244,7 @@ mod parallel_throughput {
 
 mod write_amplification {
     use super::*;
-
-    /// Principal branch of Lambert W on [-1/e, 0), by Newton's method.
-    fn lambert_w0(x: f64) -> f64 {
-        let mut w: f64 = -0.5;
-        for _ in 0..100 {
-            let ew = w.exp();
-            let step = (w * ew - x) / (ew * (w + 1.0));
-            w -= step;
-            if step.abs() < 1e-14 {
-                break;
-            }
-        }
-        w
-    }
-
-    /// Xiang & Kurkoski, "An improved analytic expression for write amplification in NAND
-    /// flash", ICNC 2012 (arXiv:1110.4245): greedy GC under uniform random page writes has
-    /// A = α / (α + W0(−α·e^(−α))), with α = T/U the ratio of physical to user pages (the same
-    /// expression as Desnoyers' LRW model, SYSTOR 2012). They report 2.36 vs 2.35 simulated at
-    /// over-provisioning 0.3.
-    fn analytic_waf(alpha: f64) -> f64 {
-        alpha / (alpha + lambert_w0(-alpha * (-alpha).exp()))
-    }
-
-    #[test]
-    fn lambert_w_and_paper_figure() {
-        assert!((lambert_w0(-(1.0f64).exp().recip()) + 1.0).abs() < 1e-6);
-        assert!(
-            (analytic_waf(1.3) - 2.36).abs() < 0.01,
-            "{}",
-            analytic_waf(1.3)
-        );
-    }
+    use ssdlab_core::gc::uniform_random_waf_of;
 
     fn measured_waf(op: f64) -> (f64, f64) {
         let pairs = [
@@ -305,15 +273,11 @@ mod write_amplification {
             .collect();
         closed_run(&mut dev, requests, 32);
         let ssd = dev.ssd_json();
-        // Blocks held back from the user's data (the foreground-GC reserve and, on average,
-        // half of each open host and GC block) do not count as physical space in the model.
-        let d = dev.derived();
-        let cfg = dev.config();
-        let held_pages = d.planes as f64
-            * (cfg.ftl.gc_fg_free_blocks as f64 + 1.0)
-            * cfg.geometry.pages_per_block as f64;
-        let alpha = (d.physical_pages as f64 - held_pages) / logical as f64;
-        (ssd["waf"].as_f64().unwrap(), analytic_waf(alpha))
+        // Xiang & Kurkoski's closed form (`gc::uniform_random_waf`), with the foreground
+        // watermark's free blocks and half of each open block held back from the user's data.
+        let held = dev.config().ftl.gc_fg_free_blocks as f64 + 1.0;
+        let model = uniform_random_waf_of(dev.config(), dev.derived(), held);
+        (ssd["waf"].as_f64().unwrap(), model)
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod greedy;
 
 pub use cost_benefit::CostBenefit;
 pub use fifo::Fifo;
-pub use greedy::Greedy;
+pub use greedy::{uniform_random_waf, uniform_random_waf_of, Greedy};
 
 use crate::config::GcPolicyKind;
 
