@@ -264,6 +264,9 @@ def _one_row_per_run(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame
     ok_first = (frame["status"] == "ok").astype(int)
+    # Parts concatenated with differing columns leave the frame in hundreds of blocks, and
+    # adding a column to such a frame warns on the user's terminal: consolidate it first.
+    frame = frame.copy()
     order = frame.assign(_ok=ok_first).sort_values(["_ok", "finished_at"], kind="stable")
     kept = order.drop_duplicates("run_key", keep="last").drop(columns="_ok")
     columns = [c for c in META_COLUMNS if c in kept] + [c for c in kept if c not in META_COLUMNS]
