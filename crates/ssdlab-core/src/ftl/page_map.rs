@@ -35,7 +35,7 @@ use crate::config::Config;
 use crate::ecc::flex::FlexPages;
 use crate::gc::destination::{gc_destination, FreeBlocks, GcDestination, MostFree};
 use crate::gc::{victim_policy, BlockState, PlaneView, VictimPolicy};
-use crate::nand::prefetch::{prefetch, store_streaming};
+use crate::nand::prefetch::prefetch;
 use crate::nand::table::{huge_table, huge_zeroed_table};
 use crate::nand::{Geometry, NONE};
 use crate::placement::wordline::gc_wordline_order;
@@ -53,10 +53,6 @@ pub const GC_RESERVE_BLOCKS: usize = 1;
 /// How many units ahead a GC step prefetches the random L2P entries it will update, so that
 /// their cache misses overlap each other and the work in between.
 const GC_PREFETCH_AHEAD: usize = 16;
-
-/// An L2P map larger than this outgrows the last-level cache: GC's random updates of it are
-/// streamed to memory (`store_streaming`) instead of prefetched and stored.
-const STREAMED_L2P_BYTES: usize = 32 << 20;
 
 /// A victim in collection.
 #[derive(Debug, Clone, Copy)]
@@ -85,8 +81,6 @@ pub struct PageMapFtl {
     units_per_block: u32,
     page_bytes: u64,
     l2p: Vec<u32>,
-    /// GC updates the L2P map with streaming stores (it is larger than `STREAMED_L2P_BYTES`).
-    l2p_streamed: bool,
     /// One bit per physical unit: it holds the current copy of its logical unit (whose
     /// address is in the unit's OOB, `oob_unit`). A bitmap and the OOB instead of a P2L table:
     /// 0.125 bytes a unit instead of 4, and a GC victim's scan reads 32 units a word.
@@ -229,7 +223,6 @@ impl PageMapFtl {
             units_per_block: geo.pages_per_block << unit_shift,
             page_bytes: config.geometry.page_size_bytes as u64,
             l2p: huge_table(logical_units as usize, NONE),
-            l2p_streamed: logical_units as usize * std::mem::size_of::<u32>() > STREAMED_L2P_BYTES,
             valid_bits: huge_zeroed_table(
                 ((geo.physical_pages as usize) << unit_shift).div_ceil(32),
             ),
@@ -878,23 +871,15 @@ impl PageMapFtl {
             // The maps as local slices: no reloads of the tables through `self` after each
             // store.
             let (l2p, valid) = (&mut self.l2p[..], &mut self.valid_bits[..]);
-            if self.l2p_streamed {
-                for (&(src, lun), dst) in run.iter().zip(first..) {
-                    clear_valid(valid, src);
-                    store_streaming(&mut l2p[lun as usize], dst);
-                    set_valid(valid, dst);
+            let ahead = units.get(i + GC_PREFETCH_AHEAD..).unwrap_or(&[]);
+            for (k, &(src, lun)) in run.iter().enumerate() {
+                if let Some(&(_, next)) = ahead.get(k) {
+                    prefetch(l2p, next as usize);
                 }
-            } else {
-                let ahead = units.get(i + GC_PREFETCH_AHEAD..).unwrap_or(&[]);
-                for (k, &(src, lun)) in run.iter().enumerate() {
-                    if let Some(&(_, next)) = ahead.get(k) {
-                        prefetch(l2p, next as usize);
-                    }
-                    let dst = first + k as u32;
-                    clear_valid(valid, src);
-                    l2p[lun as usize] = dst;
-                    set_valid(valid, dst);
-                }
+                let dst = first + k as u32;
+                clear_valid(valid, src);
+                l2p[lun as usize] = dst;
+                set_valid(valid, dst);
             }
             self.write_oob_run(first, run.iter().map(|&(_, lun)| lun));
             debug_assert!(self.valid_units[v] >= n);
@@ -1032,13 +1017,7 @@ impl PageMapFtl {
         let upw = self.geo.bits_per_cell.max(1) << self.unit_shift;
         // The chunk being moved: (id, wordline of its first unit, units, on one wordline).
         let mut chunk = (0u32, 0u32, 0u64, true);
-        // Streamed updates need no lines in the cache.
-        let ahead = if self.l2p_streamed {
-            0
-        } else {
-            GC_PREFETCH_AHEAD
-        };
-        for &(_, lun) in units.iter().take(ahead) {
+        for &(_, lun) in units.iter().take(GC_PREFETCH_AHEAD) {
             prefetch(&self.l2p, lun as usize);
         }
         let mut result = Ok(());
@@ -1052,7 +1031,7 @@ impl PageMapFtl {
         // Otherwise unit by unit: each may need a frontier, read group or protection of its own.
         let one_by_one = if plain { &units[..0] } else { &units[..] };
         for (i, &(src, lun)) in one_by_one.iter().enumerate() {
-            if let Some(&(_, next)) = units.get(i + ahead).filter(|_| ahead > 0) {
+            if let Some(&(_, next)) = units.get(i + GC_PREFETCH_AHEAD) {
                 prefetch(&self.l2p, next as usize);
             }
             // A predicted unit leaving `stat` goes to the `dyn` frontier (SEA-SSD); a flushed
@@ -1079,11 +1058,7 @@ impl PageMapFtl {
                 }
             };
             self.invalidate(src);
-            if self.l2p_streamed {
-                store_streaming(&mut self.l2p[lun as usize], dst.unit);
-            } else {
-                self.l2p[lun as usize] = dst.unit;
-            }
+            self.l2p[lun as usize] = dst.unit;
             set_valid(&mut self.valid_bits, dst.unit);
             self.write_oob(dst.unit, lun);
             let db = self.block_of_unit(dst.unit);
@@ -1112,17 +1087,15 @@ impl PageMapFtl {
         });
         result?;
         if self.valid_units[v] > 0 {
-            if !self.l2p_streamed {
-                // The next step of this victim starts with its next units' L2P entries:
-                // prefetch them now, so that they arrive while other work runs instead of
-                // stalling that step's first units (a hint only: nothing simulated changes).
-                let rest = first + (offset << self.unit_shift)..end;
-                for lun in rest
-                    .filter_map(|unit| self.logical_of(unit))
-                    .take(GC_PREFETCH_AHEAD)
-                {
-                    prefetch(&self.l2p, lun as usize);
-                }
+            // The next step of this victim starts with its next units' L2P entries: prefetch
+            // them now, so that they arrive while other work runs instead of stalling that
+            // step's first units (a hint only: nothing simulated changes).
+            let rest = first + (offset << self.unit_shift)..end;
+            for lun in rest
+                .filter_map(|unit| self.logical_of(unit))
+                .take(GC_PREFETCH_AHEAD)
+            {
+                prefetch(&self.l2p, lun as usize);
             }
             return Ok(true);
         }
@@ -1513,8 +1486,7 @@ mod tests {
 
     /// GC in runs (`move_runs`) gives what moving unit by unit gives: the same operations in
     /// the same order, the same tables and counters, after every host write and background
-    /// step, across block boundaries, with pages of one or several units. Both again with the
-    /// L2P updates of a map too large for the caches (streaming stores) give the same.
+    /// step, across block boundaries, with pages of one or several units.
     #[test]
     fn runs_move_what_unit_by_unit_moves() {
         for (page, unit, destination) in [
@@ -1530,14 +1502,6 @@ mod tests {
             let mut runs = ftl_for(&cfg, &geo, logical);
             let mut one_by_one = ftl_for(&cfg, &geo, logical);
             one_by_one.unit_by_unit = true;
-            // The same two with the updates of a large map.
-            let mut streamed = [ftl_for(&cfg, &geo, logical), ftl_for(&cfg, &geo, logical)];
-            streamed[1].unit_by_unit = true;
-            assert!(!runs.l2p_streamed, "a small map is updated in the cache");
-            for ftl in &mut streamed {
-                ftl.l2p_streamed = true;
-            }
-            let mut ops_streamed = Vec::new();
             let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
             let (mut ops_runs, mut ops_one) = (Vec::new(), Vec::new());
             let mut gc_ops = 0;
@@ -1551,12 +1515,6 @@ mod tests {
                     let a = runs.background_gc(plane, step, max_moves, &mut ops_runs);
                     let b = one_by_one.background_gc(plane, step, max_moves, &mut ops_one);
                     assert_eq!(a, b, "{ctx}");
-                    for ftl in &mut streamed {
-                        ops_streamed.clear();
-                        let c = ftl.background_gc(plane, step, max_moves, &mut ops_streamed);
-                        assert_eq!(a, c, "{ctx}: streamed");
-                        assert_eq!(ops_runs, ops_streamed, "{ctx}: streamed");
-                    }
                 } else {
                     let write = UnitWrite {
                         unit: rng.gen_range(0..logical),
@@ -1568,12 +1526,6 @@ mod tests {
                     let a = runs.write(write, &mut ops_runs);
                     let b = one_by_one.write(write, &mut ops_one);
                     assert_eq!(a, b, "{ctx}");
-                    for ftl in &mut streamed {
-                        ops_streamed.clear();
-                        let c = ftl.write(write, &mut ops_streamed);
-                        assert_eq!(a, c, "{ctx}: streamed");
-                        assert_eq!(ops_runs, ops_streamed, "{ctx}: streamed");
-                    }
                 }
                 assert_eq!(ops_runs, ops_one, "{ctx}");
                 gc_ops += ops_runs.len();
@@ -1586,15 +1538,6 @@ mod tests {
                 assert_eq!(runs.last_write_ns, one_by_one.last_write_ns, "{ctx}");
                 assert_eq!(runs.counters, one_by_one.counters, "{ctx}");
                 assert_eq!(runs.handle_counters, one_by_one.handle_counters, "{ctx}");
-                for ftl in &streamed {
-                    assert!(runs.l2p == ftl.l2p, "{ctx}: streamed L2P");
-                    assert!(
-                        runs.valid_bits == ftl.valid_bits,
-                        "{ctx}: streamed validity"
-                    );
-                    assert_eq!(runs.valid_units, ftl.valid_units, "{ctx}: streamed");
-                    assert_eq!(runs.counters, ftl.counters, "{ctx}: streamed");
-                }
             }
             // The comparison covered GC, not only host writes.
             assert!(

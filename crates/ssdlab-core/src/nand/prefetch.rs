@@ -1,6 +1,6 @@
-//! Cache hints. The mapping tables are far larger than the caches and are indexed at random, so
-//! the FTL asks for the lines it will read a little ahead of time, and writes what it will not
-//! read soon past the caches; this changes nothing but speed.
+//! A software prefetch hint. The mapping tables are far larger than the caches and are indexed
+//! at random, so the FTL asks for the lines it will touch a little ahead of time; this changes
+//! nothing but speed.
 
 /// Hint that `slice[index]` will be read soon (no-op when out of range or off x86-64).
 #[inline(always)]
@@ -37,21 +37,4 @@ fn prefetch_line(addr: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = addr;
-}
-
-/// Store `value` in `*slot` without bringing its cache line in (a non-temporal store), for a
-/// random store into a table far larger than the caches that nothing will read soon: a plain
-/// store would first read the line from memory, and stall once the store buffer fills with
-/// such misses. The value is the same as a plain store's; later reads by this thread see it.
-#[inline(always)]
-pub fn store_streaming(slot: &mut u32, value: u32) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `slot` is a valid, aligned, exclusive reference; MOVNTI writes exactly it.
-    unsafe {
-        std::arch::x86_64::_mm_stream_si32(slot as *mut u32 as *mut i32, value as i32);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        *slot = value;
-    }
 }
