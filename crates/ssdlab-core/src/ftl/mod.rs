@@ -8,6 +8,7 @@
 //! are meant to implement the same trait.
 
 mod dftl;
+mod l2p;
 mod page_map;
 pub mod segments;
 

@@ -29,6 +29,7 @@
 
 use std::collections::VecDeque;
 
+use super::l2p::L2p;
 use super::segments::{SeaState, Segments};
 use super::{FlashOp, Ftl, FtlCounters, FtlError, Purpose, UnitWrite, WriteOutcome};
 use crate::config::Config;
@@ -36,7 +37,7 @@ use crate::ecc::flex::FlexPages;
 use crate::gc::destination::{gc_destination, FreeBlocks, GcDestination, MostFree};
 use crate::gc::{victim_policy, BlockState, PlaneView, VictimPolicy};
 use crate::nand::prefetch::prefetch;
-use crate::nand::table::{huge_table, huge_zeroed_table};
+use crate::nand::table::huge_zeroed_table;
 use crate::nand::{Geometry, NONE};
 use crate::placement::wordline::gc_wordline_order;
 use crate::placement::HandleCounters;
@@ -80,7 +81,7 @@ pub struct PageMapFtl {
     unit_shift: u32,
     units_per_block: u32,
     page_bytes: u64,
-    l2p: Vec<u32>,
+    l2p: L2p,
     /// One bit per physical unit: it holds the current copy of its logical unit (whose
     /// address is in the unit's OOB, `oob_unit`). A bitmap and the OOB instead of a P2L table:
     /// 0.125 bytes a unit instead of 4, and a GC victim's scan reads 32 units a word.
@@ -222,7 +223,7 @@ impl PageMapFtl {
             unit_shift,
             units_per_block: geo.pages_per_block << unit_shift,
             page_bytes: config.geometry.page_size_bytes as u64,
-            l2p: huge_table(logical_units as usize, NONE),
+            l2p: L2p::new(logical_units as usize, NONE),
             valid_bits: huge_zeroed_table(
                 ((geo.physical_pages as usize) << unit_shift).div_ceil(32),
             ),
@@ -315,7 +316,7 @@ impl PageMapFtl {
     /// unit on flash, the newest copy of each logical unit winning; `lost(unit)` names
     /// physical units whose program never completed. Returns the units scanned.
     pub fn recover_from_oob(&mut self, lost: &dyn Fn(u32) -> bool) -> u64 {
-        self.l2p.iter_mut().for_each(|e| *e = NONE);
+        self.l2p.fill(NONE);
         self.valid_bits.iter_mut().for_each(|w| *w = 0);
         self.valid_units.iter_mut().for_each(|v| *v = 0);
         let mut scanned = 0;
@@ -331,7 +332,7 @@ impl PageMapFtl {
                 let Some((lun, seq)) = self.oob_of(unit) else {
                     continue;
                 };
-                let Some(&current) = self.l2p.get(lun as usize) else {
+                let Some(current) = self.l2p.get(lun as usize) else {
                     continue;
                 };
                 if current != NONE {
@@ -342,7 +343,7 @@ impl PageMapFtl {
                     let old_block = self.block_of_unit(current);
                     self.valid_units[old_block] -= 1;
                 }
-                self.l2p[lun as usize] = unit;
+                self.l2p.set(lun as usize, unit);
                 set_valid(&mut self.valid_bits, unit);
                 self.valid_units[block as usize] += 1;
             }
@@ -408,11 +409,11 @@ impl PageMapFtl {
         }
         let slot = self.allocate(plane, handle, HOST, now_ns, ops)?;
         // Read the old mapping only now: foreground GC above may have moved it.
-        let old = self.l2p[unit as usize];
+        let old = self.l2p.at(unit as usize);
         if old != NONE {
             self.invalidate(old);
         }
-        self.l2p[unit as usize] = slot.unit;
+        self.l2p.set(unit as usize, slot.unit);
         set_valid(&mut self.valid_bits, slot.unit);
         self.write_oob(slot.unit, unit as u32);
         let block = self.block_of_unit(slot.unit);
@@ -448,7 +449,7 @@ impl PageMapFtl {
         if self.unit_shift == 0 {
             return None; // one unit per page: nothing waits in a filling page
         }
-        let current = *self.l2p.get(write.unit as usize)?;
+        let current = self.l2p.get(write.unit as usize)?;
         if current == NONE || !self.in_filling_host_page(current, write.handle) {
             return None;
         }
@@ -870,16 +871,24 @@ impl PageMapFtl {
             self.write_ptr[db] += n - 1;
             // The maps as local slices: no reloads of the tables through `self` after each
             // store.
-            let (l2p, valid) = (&mut self.l2p[..], &mut self.valid_bits[..]);
-            let ahead = units.get(i + GC_PREFETCH_AHEAD..).unwrap_or(&[]);
-            for (k, &(src, lun)) in run.iter().enumerate() {
-                if let Some(&(_, next)) = ahead.get(k) {
-                    prefetch(l2p, next as usize);
+            let (l2p, valid) = (&mut self.l2p, &mut self.valid_bits[..]);
+            if l2p.streamed() {
+                for (&(src, lun), dst) in run.iter().zip(first..) {
+                    clear_valid(valid, src);
+                    l2p.set_far(lun as usize, dst);
+                    set_valid(valid, dst);
                 }
-                let dst = first + k as u32;
-                clear_valid(valid, src);
-                l2p[lun as usize] = dst;
-                set_valid(valid, dst);
+            } else {
+                let ahead = units.get(i + GC_PREFETCH_AHEAD..).unwrap_or(&[]);
+                for (k, &(src, lun)) in run.iter().enumerate() {
+                    if let Some(&(_, next)) = ahead.get(k) {
+                        l2p.prefetch(next as usize);
+                    }
+                    let dst = first + k as u32;
+                    clear_valid(valid, src);
+                    l2p.set(lun as usize, dst);
+                    set_valid(valid, dst);
+                }
             }
             self.write_oob_run(first, run.iter().map(|&(_, lun)| lun));
             debug_assert!(self.valid_units[v] >= n);
@@ -1017,8 +1026,15 @@ impl PageMapFtl {
         let upw = self.geo.bits_per_cell.max(1) << self.unit_shift;
         // The chunk being moved: (id, wordline of its first unit, units, on one wordline).
         let mut chunk = (0u32, 0u32, 0u64, true);
-        for &(_, lun) in units.iter().take(GC_PREFETCH_AHEAD) {
-            prefetch(&self.l2p, lun as usize);
+        // Streamed updates need no lines in the cache; the last step's are ordered now.
+        self.l2p.begin_far_updates();
+        let ahead = if self.l2p.streamed() {
+            0
+        } else {
+            GC_PREFETCH_AHEAD
+        };
+        for &(_, lun) in units.iter().take(ahead) {
+            self.l2p.prefetch(lun as usize);
         }
         let mut result = Ok(());
         let mut last_read = NONE;
@@ -1031,8 +1047,8 @@ impl PageMapFtl {
         // Otherwise unit by unit: each may need a frontier, read group or protection of its own.
         let one_by_one = if plain { &units[..0] } else { &units[..] };
         for (i, &(src, lun)) in one_by_one.iter().enumerate() {
-            if let Some(&(_, next)) = units.get(i + GC_PREFETCH_AHEAD) {
-                prefetch(&self.l2p, next as usize);
+            if let Some(&(_, next)) = units.get(i + ahead).filter(|_| ahead > 0) {
+                self.l2p.prefetch(next as usize);
             }
             // A predicted unit leaving `stat` goes to the `dyn` frontier (SEA-SSD); a flushed
             // unit leaving the ECC region to the EDC frontier (FlexECC).
@@ -1058,7 +1074,7 @@ impl PageMapFtl {
                 }
             };
             self.invalidate(src);
-            self.l2p[lun as usize] = dst.unit;
+            self.l2p.set_far(lun as usize, dst.unit);
             set_valid(&mut self.valid_bits, dst.unit);
             self.write_oob(dst.unit, lun);
             let db = self.block_of_unit(dst.unit);
@@ -1087,15 +1103,17 @@ impl PageMapFtl {
         });
         result?;
         if self.valid_units[v] > 0 {
-            // The next step of this victim starts with its next units' L2P entries: prefetch
-            // them now, so that they arrive while other work runs instead of stalling that
-            // step's first units (a hint only: nothing simulated changes).
-            let rest = first + (offset << self.unit_shift)..end;
-            for lun in rest
-                .filter_map(|unit| self.logical_of(unit))
-                .take(GC_PREFETCH_AHEAD)
-            {
-                prefetch(&self.l2p, lun as usize);
+            if !self.l2p.streamed() {
+                // The next step of this victim starts with its next units' L2P entries:
+                // prefetch them now, so that they arrive while other work runs instead of
+                // stalling that step's first units (a hint only: nothing simulated changes).
+                let rest = first + (offset << self.unit_shift)..end;
+                for lun in rest
+                    .filter_map(|unit| self.logical_of(unit))
+                    .take(GC_PREFETCH_AHEAD)
+                {
+                    self.l2p.prefetch(lun as usize);
+                }
             }
             return Ok(true);
         }
@@ -1137,12 +1155,12 @@ impl Ftl for PageMapFtl {
 
     #[inline]
     fn lookup(&mut self, unit: u64, _ops: &mut Vec<FlashOp>) -> Option<u32> {
-        let pu = self.l2p[unit as usize];
+        let pu = self.l2p.at(unit as usize);
         (pu != NONE).then_some(pu)
     }
 
     fn mapped(&self, unit: u64) -> Option<u32> {
-        let pu = *self.l2p.get(unit as usize)?;
+        let pu = self.l2p.get(unit as usize)?;
         (pu != NONE).then_some(pu)
     }
 
@@ -1223,12 +1241,12 @@ impl Ftl for PageMapFtl {
 
     #[inline]
     fn prefetch(&self, unit: u64) {
-        prefetch(&self.l2p, unit as usize);
+        self.l2p.prefetch(unit as usize);
     }
 
     #[inline]
     fn prefetch_dependent(&self, unit: u64) {
-        if let Some(&pu) = self.l2p.get(unit as usize) {
+        if let Some(pu) = self.l2p.get(unit as usize) {
             if pu != NONE {
                 prefetch(&self.valid_bits, pu as usize / 32);
                 prefetch(&self.valid_units, self.block_of_unit(pu));
@@ -1237,10 +1255,10 @@ impl Ftl for PageMapFtl {
     }
 
     fn trim(&mut self, unit: u64, _now_ns: u64, _ops: &mut Vec<FlashOp>) {
-        let old = self.l2p[unit as usize];
+        let old = self.l2p.at(unit as usize);
         if old != NONE {
             self.invalidate(old);
-            self.l2p[unit as usize] = NONE;
+            self.l2p.set(unit as usize, NONE);
             self.counters.trimmed_units += 1;
         }
     }
@@ -1359,7 +1377,7 @@ impl Ftl for PageMapFtl {
     }
 
     fn check_invariants(&self) -> Result<(), String> {
-        for (lun, &pu) in self.l2p.iter().enumerate() {
+        for (lun, &pu) in self.l2p.entries().iter().enumerate() {
             if pu != NONE && self.logical_of(pu) != Some(lun as u64) {
                 return Err(format!(
                     "unit {lun} maps to physical unit {pu}, which holds {:?}",
@@ -1370,10 +1388,10 @@ impl Ftl for PageMapFtl {
         let mut valid = vec![0u32; self.valid_units.len()];
         for pu in 0..self.oob_unit.len() {
             if let Some(lun) = self.logical_of(pu as u32) {
-                if self.l2p[lun as usize] != pu as u32 {
+                if self.l2p.at(lun as usize) != pu as u32 {
                     return Err(format!(
                         "physical unit {pu} claims unit {lun}, which maps to {}",
-                        self.l2p[lun as usize]
+                        self.l2p.at(lun as usize)
                     ));
                 }
                 let block = self.block_of_unit(pu as u32);
@@ -1486,7 +1504,8 @@ mod tests {
 
     /// GC in runs (`move_runs`) gives what moving unit by unit gives: the same operations in
     /// the same order, the same tables and counters, after every host write and background
-    /// step, across block boundaries, with pages of one or several units.
+    /// step, across block boundaries, with pages of one or several units. Both again with the
+    /// L2P updates of a map too large for the caches (streaming stores) give the same.
     #[test]
     fn runs_move_what_unit_by_unit_moves() {
         for (page, unit, destination) in [
@@ -1502,6 +1521,14 @@ mod tests {
             let mut runs = ftl_for(&cfg, &geo, logical);
             let mut one_by_one = ftl_for(&cfg, &geo, logical);
             one_by_one.unit_by_unit = true;
+            // The same two with the updates of a large map.
+            let mut streamed = [ftl_for(&cfg, &geo, logical), ftl_for(&cfg, &geo, logical)];
+            streamed[1].unit_by_unit = true;
+            assert!(!runs.l2p.streamed(), "a small map is updated in the cache");
+            for ftl in &mut streamed {
+                ftl.l2p.set_streamed(true);
+            }
+            let mut ops_streamed = Vec::new();
             let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
             let (mut ops_runs, mut ops_one) = (Vec::new(), Vec::new());
             let mut gc_ops = 0;
@@ -1515,6 +1542,12 @@ mod tests {
                     let a = runs.background_gc(plane, step, max_moves, &mut ops_runs);
                     let b = one_by_one.background_gc(plane, step, max_moves, &mut ops_one);
                     assert_eq!(a, b, "{ctx}");
+                    for ftl in &mut streamed {
+                        ops_streamed.clear();
+                        let c = ftl.background_gc(plane, step, max_moves, &mut ops_streamed);
+                        assert_eq!(a, c, "{ctx}: streamed");
+                        assert_eq!(ops_runs, ops_streamed, "{ctx}: streamed");
+                    }
                 } else {
                     let write = UnitWrite {
                         unit: rng.gen_range(0..logical),
@@ -1526,10 +1559,16 @@ mod tests {
                     let a = runs.write(write, &mut ops_runs);
                     let b = one_by_one.write(write, &mut ops_one);
                     assert_eq!(a, b, "{ctx}");
+                    for ftl in &mut streamed {
+                        ops_streamed.clear();
+                        let c = ftl.write(write, &mut ops_streamed);
+                        assert_eq!(a, c, "{ctx}: streamed");
+                        assert_eq!(ops_runs, ops_streamed, "{ctx}: streamed");
+                    }
                 }
                 assert_eq!(ops_runs, ops_one, "{ctx}");
                 gc_ops += ops_runs.len();
-                assert!(runs.l2p == one_by_one.l2p, "{ctx}: L2P");
+                assert!(runs.l2p.entries() == one_by_one.l2p.entries(), "{ctx}: L2P");
                 assert!(runs.valid_bits == one_by_one.valid_bits, "{ctx}: validity");
                 assert!(runs.oob_unit == one_by_one.oob_unit, "{ctx}: OOB units");
                 assert!(runs.oob_seq == one_by_one.oob_seq, "{ctx}: OOB sequence");
@@ -1538,6 +1577,18 @@ mod tests {
                 assert_eq!(runs.last_write_ns, one_by_one.last_write_ns, "{ctx}");
                 assert_eq!(runs.counters, one_by_one.counters, "{ctx}");
                 assert_eq!(runs.handle_counters, one_by_one.handle_counters, "{ctx}");
+                for ftl in &streamed {
+                    assert!(
+                        runs.l2p.entries() == ftl.l2p.entries(),
+                        "{ctx}: streamed L2P"
+                    );
+                    assert!(
+                        runs.valid_bits == ftl.valid_bits,
+                        "{ctx}: streamed validity"
+                    );
+                    assert_eq!(runs.valid_units, ftl.valid_units, "{ctx}: streamed");
+                    assert_eq!(runs.counters, ftl.counters, "{ctx}: streamed");
+                }
             }
             // The comparison covered GC, not only host writes.
             assert!(

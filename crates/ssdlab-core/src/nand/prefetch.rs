@@ -38,3 +38,10 @@ fn prefetch_line(addr: usize) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = addr;
 }
+
+/// Hint that the item at `ptr` will be read soon, from its address alone (no reference to it is
+/// made: `ftl::l2p` prefetches entries whose streaming stores may not be ordered yet).
+#[inline(always)]
+pub fn prefetch_address<T>(ptr: *const T) {
+    prefetch_line(ptr as usize);
+}

@@ -1,0 +1,217 @@
+//! The page-mapping FTL's logical-to-physical map: one entry per logical mapping unit, on huge
+//! pages, indexed at random.
+//!
+//! GC rewrites entries at random places. In a map larger than the last-level cache a plain store
+//! first reads its line from memory, and the store buffer fills with such misses, so GC's
+//! updates of a large map are non-temporal stores (MOVNTI), which write the four bytes without
+//! the read. Those are weakly ordered, and Rust's rule for them is that the storing thread
+//! orders them (SFENCE) before the entries they wrote are accessed again in any way. The map
+//! keeps that rule itself, without waiting for stores still on their way to memory (which is
+//! what a fence right after GC's stores would do, and all the gain would go):
+//! - the entries streamed since the last fence are marked in a small bit filter, and an access
+//!   to an entry whose bit is set fences first (an access to any other entry needs none);
+//! - the next batch of streamed stores fences before it starts, microseconds later, when the
+//!   previous batch has long reached memory, and clears the filter;
+//! - access to the whole map, and its drop, fence first.
+
+use crate::nand::prefetch::prefetch_address;
+use crate::nand::table::huge_table;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A map larger than this outgrows the last-level cache: GC's random updates are streamed.
+const STREAMED_BYTES: usize = 32 << 20;
+
+/// Bits of the filter of entries streamed since the last fence: a GC step streams a few dozen,
+/// so an access to another entry finds its bit set about once in a hundred.
+const FILTER_BITS: u32 = 12;
+const FILTER_WORDS: usize = (1 << FILTER_BITS) / 64;
+
+/// The filter bit of entry `unit` (a multiplicative hash: units near each other spread).
+#[inline(always)]
+fn filter_bit(unit: usize) -> (usize, u64) {
+    let bit = (unit as u32).wrapping_mul(0x9E37_79B1) >> (32 - FILTER_BITS);
+    ((bit / 64) as usize, 1 << (bit % 64))
+}
+
+pub(crate) struct L2p {
+    entries: Vec<u32>,
+    /// GC's updates are streamed (the map is larger than `STREAMED_BYTES`).
+    streamed: bool,
+    /// Streamed stores not ordered yet, and the filter bits of their entries. Atomic only to
+    /// keep the map `Sync`: one thread owns it (`&mut` for every store), so relaxed accesses
+    /// suffice.
+    unsettled: AtomicBool,
+    filter: Box<[u64; FILTER_WORDS]>,
+}
+
+impl L2p {
+    /// `len` entries, all `value`.
+    pub(crate) fn new(len: usize, value: u32) -> L2p {
+        L2p {
+            entries: huge_table(len, value),
+            streamed: len * std::mem::size_of::<u32>() > STREAMED_BYTES,
+            unsettled: AtomicBool::new(false),
+            filter: Box::new([0; FILTER_WORDS]),
+        }
+    }
+
+    /// Stream GC's updates, or store them plainly, whatever the size (tests of both paths).
+    #[cfg(test)]
+    pub(crate) fn set_streamed(&mut self, streamed: bool) {
+        self.settle();
+        self.streamed = streamed;
+    }
+
+    /// Are GC's updates streamed? (Then they need no prefetch.)
+    #[inline]
+    pub(crate) fn streamed(&self) -> bool {
+        self.streamed
+    }
+
+    /// Order the streamed stores made so far before the accesses that follow. (The filter
+    /// keeps its bits until the next batch clears them: a bit set too many only costs a fence.)
+    #[inline(always)]
+    fn settle(&self) {
+        if self.unsettled.load(Ordering::Relaxed) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: SFENCE only orders this thread's earlier stores.
+            unsafe {
+                std::arch::x86_64::_mm_sfence();
+            }
+            self.unsettled.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Settle if entry `unit` may have been streamed since the last fence.
+    #[inline(always)]
+    fn settle_for(&self, unit: usize) {
+        if self.unsettled.load(Ordering::Relaxed) {
+            let (word, bit) = filter_bit(unit);
+            if self.filter[word] & bit != 0 {
+                self.settle();
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, unit: usize) -> Option<u32> {
+        self.settle_for(unit);
+        self.entries.get(unit).copied()
+    }
+
+    /// Entry `unit` (which must exist).
+    #[inline]
+    pub(crate) fn at(&self, unit: usize) -> u32 {
+        self.settle_for(unit);
+        self.entries[unit]
+    }
+
+    #[inline]
+    pub(crate) fn set(&mut self, unit: usize, value: u32) {
+        self.settle_for(unit);
+        self.entries[unit] = value;
+    }
+
+    /// A batch of GC updates begins (one GC step's): the previous batch's streamed stores,
+    /// microseconds old, are ordered now, and the filter starts empty.
+    #[inline]
+    pub(crate) fn begin_far_updates(&mut self) {
+        if self.streamed && *self.unsettled.get_mut() {
+            self.settle();
+            self.filter.fill(0);
+        }
+    }
+
+    /// GC's update of entry `unit`: streamed in a large map (within a batch begun with
+    /// [`L2p::begin_far_updates`]), a plain store otherwise.
+    #[inline(always)]
+    pub(crate) fn set_far(&mut self, unit: usize, value: u32) {
+        if !self.streamed {
+            return self.set(unit, value);
+        }
+        let slot = &mut self.entries[unit];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `slot` is a valid, aligned, exclusive reference, and MOVNTI writes exactly it;
+        // `unsettled` makes every later access through the map order the store first (and the
+        // map is only accessed through its methods).
+        unsafe {
+            std::arch::x86_64::_mm_stream_si32(slot as *mut u32 as *mut i32, value as i32);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            *slot = value;
+        }
+        let (word, bit) = filter_bit(unit);
+        self.filter[word] |= bit;
+        *self.unsettled.get_mut() = true;
+    }
+
+    /// Hint that entry `unit` will be read soon (from its address: not an access).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, unit: usize) {
+        if unit < self.entries.len() {
+            prefetch_address(self.entries.as_ptr().wrapping_add(unit));
+        }
+    }
+
+    /// Every entry, in order.
+    pub(crate) fn entries(&self) -> &[u32] {
+        self.settle();
+        &self.entries
+    }
+
+    /// Set every entry to `value`.
+    pub(crate) fn fill(&mut self, value: u32) {
+        self.settle();
+        self.entries.iter_mut().for_each(|e| *e = value);
+    }
+}
+
+impl Drop for L2p {
+    fn drop(&mut self) {
+        // The memory goes back to the allocator: no streamed store may be left unordered.
+        self.settle();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_and_plain_updates_read_back_alike() {
+        for streamed in [false, true] {
+            let mut map = L2p::new(1 << 12, u32::MAX);
+            map.set_streamed(streamed);
+            assert_eq!(map.streamed(), streamed);
+            for unit in (0..1 << 12).step_by(7) {
+                map.set_far(unit, unit as u32 * 3);
+                // Read back at once: the access orders the store first.
+                assert_eq!(map.at(unit), unit as u32 * 3);
+            }
+            // A new batch orders the last one and empties the filter.
+            map.begin_far_updates();
+            assert!(!map.unsettled.load(Ordering::Relaxed));
+            map.set_far(3, 30);
+            assert_eq!(map.unsettled.load(Ordering::Relaxed), streamed);
+            // Another entry whose filter bit is clear is read without a fence; the streamed
+            // one orders its store first.
+            let other = (4..1 << 12)
+                .find(|&u| filter_bit(u) != filter_bit(3))
+                .unwrap();
+            let _ = map.at(other);
+            assert_eq!(map.unsettled.load(Ordering::Relaxed), streamed);
+            assert_eq!(map.at(3), 30);
+            assert!(!map.unsettled.load(Ordering::Relaxed));
+            map.set(5, 1);
+            assert_eq!(map.get(5), Some(1));
+            assert_eq!(map.get(1 << 12), None);
+            assert_eq!(map.entries()[14], 42);
+            map.fill(9);
+            assert!(map.entries().iter().all(|&e| e == 9));
+        }
+        // Only a map beyond the last-level cache streams.
+        assert!(!L2p::new(1 << 20, 0).streamed());
+        assert!(L2p::new(16 << 20, 0).streamed());
+    }
+}
