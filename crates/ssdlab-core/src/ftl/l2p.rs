@@ -35,8 +35,10 @@ fn filter_bit(unit: usize) -> (usize, u64) {
 
 pub(crate) struct L2p {
     entries: Vec<u32>,
-    /// GC's updates are streamed (the map is larger than `STREAMED_BYTES`).
-    streamed: bool,
+    /// GC's updates may be streamed (the map is larger than `STREAMED_BYTES`), and are while
+    /// `allowed`.
+    large: bool,
+    allowed: bool,
     /// Streamed stores not ordered yet, and the filter bits of their entries. Atomic only to
     /// keep the map `Sync`: one thread owns it (`&mut` for every store), so relaxed accesses
     /// suffice.
@@ -49,23 +51,33 @@ impl L2p {
     pub(crate) fn new(len: usize, value: u32) -> L2p {
         L2p {
             entries: huge_table(len, value),
-            streamed: len * std::mem::size_of::<u32>() > STREAMED_BYTES,
+            large: len * std::mem::size_of::<u32>() > STREAMED_BYTES,
+            allowed: false,
             unsettled: AtomicBool::new(false),
             filter: Box::new([0; FILTER_WORDS]),
         }
     }
 
-    /// Stream GC's updates, or store them plainly, whatever the size (tests of both paths).
+    /// Stream GC's updates while allowed whatever the map's size, or never (tests of both
+    /// paths).
     #[cfg(test)]
-    pub(crate) fn set_streamed(&mut self, streamed: bool) {
+    pub(crate) fn set_large(&mut self, large: bool) {
         self.settle();
-        self.streamed = streamed;
+        self.large = large;
     }
 
-    /// Are GC's updates streamed? (Then they need no prefetch.)
+    /// Allow streamed stores from now on, or order those made and store plainly from now on.
+    pub(crate) fn allow_streaming(&mut self, on: bool) {
+        if !on {
+            self.settle();
+        }
+        self.allowed = on;
+    }
+
+    /// Are GC's updates streamed now? (Then they need no prefetch.)
     #[inline]
     pub(crate) fn streamed(&self) -> bool {
-        self.streamed
+        self.large && self.allowed
     }
 
     /// Order the streamed stores made so far before the accesses that follow. (The filter
@@ -116,7 +128,7 @@ impl L2p {
     /// microseconds old, are ordered now, and the filter starts empty.
     #[inline]
     pub(crate) fn begin_far_updates(&mut self) {
-        if self.streamed && *self.unsettled.get_mut() {
+        if *self.unsettled.get_mut() {
             self.settle();
             self.filter.fill(0);
         }
@@ -126,7 +138,7 @@ impl L2p {
     /// [`L2p::begin_far_updates`]), a plain store otherwise.
     #[inline(always)]
     pub(crate) fn set_far(&mut self, unit: usize, value: u32) {
-        if !self.streamed {
+        if !self.streamed() {
             return self.set(unit, value);
         }
         let slot = &mut self.entries[unit];
@@ -182,7 +194,8 @@ mod tests {
     fn streamed_and_plain_updates_read_back_alike() {
         for streamed in [false, true] {
             let mut map = L2p::new(1 << 12, u32::MAX);
-            map.set_streamed(streamed);
+            map.set_large(streamed);
+            map.allow_streaming(true);
             assert_eq!(map.streamed(), streamed);
             for unit in (0..1 << 12).step_by(7) {
                 map.set_far(unit, unit as u32 * 3);
@@ -209,9 +222,22 @@ mod tests {
             assert_eq!(map.entries()[14], 42);
             map.fill(9);
             assert!(map.entries().iter().all(|&e| e == 9));
+            // Disallowing orders what was streamed, and stores plainly from then on.
+            map.set_far(7, 70);
+            map.allow_streaming(false);
+            assert!(!map.unsettled.load(Ordering::Relaxed));
+            assert!(!map.streamed());
+            map.set_far(8, 80);
+            assert!(!map.unsettled.load(Ordering::Relaxed));
+            assert_eq!((map.at(7), map.at(8)), (70, 80));
         }
-        // Only a map beyond the last-level cache streams.
-        assert!(!L2p::new(1 << 20, 0).streamed());
-        assert!(L2p::new(16 << 20, 0).streamed());
+        // Only a map beyond the last-level cache streams, and only while allowed.
+        let mut small = L2p::new(1 << 20, 0);
+        small.allow_streaming(true);
+        assert!(!small.streamed());
+        let mut large = L2p::new(16 << 20, 0);
+        assert!(!large.streamed());
+        large.allow_streaming(true);
+        assert!(large.streamed());
     }
 }

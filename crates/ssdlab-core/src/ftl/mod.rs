@@ -227,6 +227,12 @@ pub trait Ftl: Send {
     /// The event engine defers erases; the reservation path orders each die's operations
     /// as they are made, so an erase always precedes the block's next programs there.
     fn defer_erases(&mut self, deferred: bool);
+
+    /// While on, the FTL may update its map with streaming (non-temporal) stores, which are
+    /// ordered only later; turning it off orders them all (Rust requires the storing thread
+    /// to). The device turns it on for the span of one run step, which one thread runs from
+    /// start to end. Off by default; an FTL without such stores ignores it.
+    fn stream_map_updates(&mut self, _on: bool) {}
     /// The erase of `block` (a collected victim) ran.
     fn block_erased(&mut self, block: u32);
     /// Free blocks of `plane` now (collected victims waiting for their erase included).

@@ -1287,6 +1287,10 @@ impl Ftl for PageMapFtl {
         Ok(done)
     }
 
+    fn stream_map_updates(&mut self, on: bool) {
+        self.l2p.allow_streaming(on);
+    }
+
     fn defer_erases(&mut self, deferred: bool) {
         self.erases_deferred = deferred;
         for plane in 0..self.erasing.len() {
@@ -1526,7 +1530,9 @@ mod tests {
             streamed[1].unit_by_unit = true;
             assert!(!runs.l2p.streamed(), "a small map is updated in the cache");
             for ftl in &mut streamed {
-                ftl.l2p.set_streamed(true);
+                ftl.l2p.set_large(true);
+                ftl.stream_map_updates(true);
+                assert!(ftl.l2p.streamed());
             }
             let mut ops_streamed = Vec::new();
             let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);

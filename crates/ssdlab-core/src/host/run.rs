@@ -398,6 +398,9 @@ impl Device {
             .run
             .take()
             .ok_or(DeviceError::Run("no run in progress"))?;
+        // This thread runs the whole step: the FTL's streamed map stores are ordered by it
+        // before the step returns.
+        self.ftl.stream_map_updates(true);
         let (result, progress) = match &mut *run {
             Run::One(one) => {
                 let result = self.step_run(one, max_completions);
@@ -418,6 +421,7 @@ impl Device {
                 (result, progress)
             }
         };
+        self.ftl.stream_map_updates(false);
         self.run = Some(run);
         result.map(|_| progress)
     }
