@@ -869,8 +869,7 @@ impl PageMapFtl {
             let run = &units[i..units.len().min(i + 1 + room)];
             let n = run.len() as u32;
             self.write_ptr[db] += n - 1;
-            // The maps as local slices: no reloads of the tables through `self` after each
-            // store.
+            // The maps as locals: no reloads of the tables through `self` after each store.
             let (l2p, valid) = (&mut self.l2p, &mut self.valid_bits[..]);
             if l2p.streamed() {
                 for (&(src, lun), dst) in run.iter().zip(first..) {
