@@ -44,6 +44,9 @@ pub(crate) struct L2p {
     /// suffice.
     unsettled: AtomicBool,
     filter: Box<[u64; FILTER_WORDS]>,
+    /// The filter has bits set (an access that fences leaves them: it cannot clear them
+    /// through `&self`, so the next batch does).
+    marked: bool,
 }
 
 impl L2p {
@@ -55,6 +58,7 @@ impl L2p {
             allowed: false,
             unsettled: AtomicBool::new(false),
             filter: Box::new([0; FILTER_WORDS]),
+            marked: false,
         }
     }
 
@@ -128,9 +132,10 @@ impl L2p {
     /// microseconds old, are ordered now, and the filter starts empty.
     #[inline]
     pub(crate) fn begin_far_updates(&mut self) {
-        if *self.unsettled.get_mut() {
-            self.settle();
+        self.settle();
+        if self.marked {
             self.filter.fill(0);
+            self.marked = false;
         }
     }
 
@@ -155,6 +160,7 @@ impl L2p {
         }
         let (word, bit) = filter_bit(unit);
         self.filter[word] |= bit;
+        self.marked = true;
         *self.unsettled.get_mut() = true;
     }
 
@@ -202,9 +208,14 @@ mod tests {
                 // Read back at once: the access orders the store first.
                 assert_eq!(map.at(unit), unit as u32 * 3);
             }
-            // A new batch orders the last one and empties the filter.
+            // A new batch orders the last one and empties the filter, whether or not an
+            // access has fenced since.
             map.begin_far_updates();
             assert!(!map.unsettled.load(Ordering::Relaxed));
+            assert!(
+                map.filter.iter().all(|&w| w == 0),
+                "the filter starts empty"
+            );
             map.set_far(3, 30);
             assert_eq!(map.unsettled.load(Ordering::Relaxed), streamed);
             // Another entry whose filter bit is clear is read without a fence; the streamed
