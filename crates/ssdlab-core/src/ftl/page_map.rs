@@ -871,23 +871,20 @@ impl PageMapFtl {
             self.write_ptr[db] += n - 1;
             // The maps as locals: no reloads of the tables through `self` after each store.
             let (l2p, valid) = (&mut self.l2p, &mut self.valid_bits[..]);
-            if l2p.streamed() {
-                for (&(src, lun), dst) in run.iter().zip(first..) {
-                    clear_valid(valid, src);
-                    l2p.set_far(lun as usize, dst);
-                    set_valid(valid, dst);
-                }
+            // Streamed updates need no lines in the cache: nothing to prefetch.
+            let ahead = if l2p.streamed() {
+                &[][..]
             } else {
-                let ahead = units.get(i + GC_PREFETCH_AHEAD..).unwrap_or(&[]);
-                for (k, &(src, lun)) in run.iter().enumerate() {
-                    if let Some(&(_, next)) = ahead.get(k) {
-                        l2p.prefetch(next as usize);
-                    }
-                    let dst = first + k as u32;
-                    clear_valid(valid, src);
-                    l2p.set(lun as usize, dst);
-                    set_valid(valid, dst);
+                units.get(i + GC_PREFETCH_AHEAD..).unwrap_or(&[])
+            };
+            for (k, &(src, lun)) in run.iter().enumerate() {
+                if let Some(&(_, next)) = ahead.get(k) {
+                    l2p.prefetch(next as usize);
                 }
+                let dst = first + k as u32;
+                clear_valid(valid, src);
+                l2p.set_far(lun as usize, dst);
+                set_valid(valid, dst);
             }
             self.write_oob_run(first, run.iter().map(|&(_, lun)| lun));
             debug_assert!(self.valid_units[v] >= n);
