@@ -283,8 +283,6 @@ class Device:
         checked = Hint.coerce(hint)
         if checked is not None and checked.read_group is not None:
             self._read_group_sent()
-        if fua and op != "write":
-            raise ValueError(f"fua: only a write has Force Unit Access, not a {op}")
         raw = self._handle.submit(
             op, offset, length, data, checked.to_dict() if checked is not None else None, fua
         )

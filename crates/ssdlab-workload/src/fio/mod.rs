@@ -1189,11 +1189,10 @@ fn parse_percent(value: &str) -> Result<u8, String> {
 /// fio's `sync`: `none` or `0`, `sync` or `1`, `dsync` (booleans too, as older fio took them).
 fn parse_sync(value: &str) -> Result<bool, String> {
     match value.trim() {
-        "none" | "0" | "false" | "no" | "off" => Ok(false),
-        "sync" | "dsync" | "1" | "true" | "yes" | "on" => Ok(true),
-        _ => Err(format!(
-            "expected none, sync or dsync (or 0 or 1), found '{value}'"
-        )),
+        "none" => Ok(false),
+        "sync" | "dsync" => Ok(true),
+        other => parse_bool(other)
+            .map_err(|_| format!("expected none, sync or dsync (or 0 or 1), found '{value}'")),
     }
 }
 
