@@ -26,14 +26,7 @@ fn device(extra: &[(&str, &str)], store: bool) -> Device {
 }
 
 fn request(op: Op, page: u64) -> HostRequest {
-    HostRequest {
-        arrival_ns: None,
-        op,
-        offset: page * 4096,
-        length: 4096,
-        hint: Default::default(),
-        fua: false,
-    }
+    HostRequest::new(op, page * 4096, 4096)
 }
 
 fn run(dev: &mut Device, requests: Vec<HostRequest>) {

@@ -115,14 +115,7 @@ fn dies_overlap_one_die_serialises_and_the_channel_is_shared() {
 fn native_and_block_reads_of_one_die_cost_the_same() {
     // The block interface's single-page read of an idle die: tR + transfer.
     let mut block = device(&[], false);
-    let req = |op| HostRequest {
-        arrival_ns: None,
-        op,
-        offset: 0,
-        length: 4096,
-        hint: Default::default(),
-        fua: false,
-    };
+    let req = |op| HostRequest::new(op, 0, 4096);
     block.submit(&req(Op::Write), None, None).unwrap();
     let now = block.now_ns() + 10_000_000;
     block.advance_to(now);
@@ -190,14 +183,7 @@ fn nand_rules_are_errors_naming_the_address() {
 fn the_block_interface_is_refused_once_the_flash_is_native() {
     let mut dev = device(&[], false);
     dev.native().unwrap();
-    let req = HostRequest {
-        arrival_ns: None,
-        op: Op::Write,
-        offset: 0,
-        length: 4096,
-        hint: Default::default(),
-        fua: false,
-    };
+    let req = HostRequest::new(Op::Write, 0, 4096);
     let e = dev.submit(&req, None, None).unwrap_err();
     assert!(matches!(e, DeviceError::NativeOwned), "{e}");
     assert!(e.to_string().contains("native interface"));

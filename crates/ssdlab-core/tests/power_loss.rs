@@ -25,17 +25,6 @@ fn device(extra: &[(&str, &str)], seed: u64) -> Device {
     common::device(&[&base, extra], seed, true)
 }
 
-fn request(op: Op, offset: u64, length: u64) -> HostRequest {
-    HostRequest {
-        arrival_ns: None,
-        op,
-        offset,
-        length,
-        hint: Default::default(),
-        fua: false,
-    }
-}
-
 /// One unit's content: its logical unit and version in every byte pair.
 fn content(unit: u64, version: u32, bytes: usize) -> Vec<u8> {
     let tag = ((unit as u32) << 12 | version).to_le_bytes();
@@ -66,7 +55,7 @@ fn swarm(extra: &[(&str, &str)], seed: u64) -> u64 {
             match rng.gen_range(0..20) {
                 0 => {
                     let c = dev
-                        .submit_at(t, &request(Op::Flush, 0, 0), None, None)
+                        .submit_at(t, &HostRequest::new(Op::Flush, 0, 0), None, None)
                         .unwrap();
                     flushes.push((c.complete_ns, written.clone()));
                 }
@@ -75,7 +64,7 @@ fn swarm(extra: &[(&str, &str)], seed: u64) -> u64 {
                     let u = rng.gen_range(0..units);
                     written[u as usize] += 1;
                     let data = content(u, written[u as usize], unit as usize);
-                    let mut write = request(Op::Write, u * unit, unit);
+                    let mut write = HostRequest::new(Op::Write, u * unit, unit);
                     write.fua = rng.gen_bool(0.25);
                     let c = dev
                         .submit_at(t, &write, Some(&data), None)
@@ -117,8 +106,12 @@ fn swarm(extra: &[(&str, &str)], seed: u64) -> u64 {
         t = dev.now_ns();
         let mut out = vec![0u8; unit as usize];
         for u in 0..units {
-            dev.submit(&request(Op::Read, u * unit, unit), None, Some(&mut out))
-                .unwrap();
+            dev.submit(
+                &HostRequest::new(Op::Read, u * unit, unit),
+                None,
+                Some(&mut out),
+            )
+            .unwrap();
             let tag = u32::from_le_bytes(out[..4].try_into().unwrap());
             let version = if tag == 0 { 0 } else { tag & 0xFFF };
             assert!(
@@ -214,7 +207,7 @@ fn pages_filling_when_a_run_ends_stay_staged() {
         })
         .unwrap()
     };
-    let write = |unit: u64| request(Op::Write, unit * 4096, 4096);
+    let write = |unit: u64| HostRequest::new(Op::Write, unit * 4096, 4096);
     let outcome = |dev: &mut Device| {
         dev.power_loss().unwrap();
         let r = dev.recover().unwrap();
@@ -231,11 +224,12 @@ fn pages_filling_when_a_run_ends_stay_staged() {
     // Flushed after the run (outside it, or in the next one): on flash.
     let mut dev = device(&packed, 1);
     run(&mut dev, vec![write(0)]);
-    dev.submit(&request(Op::Flush, 0, 0), None, None).unwrap();
+    dev.submit(&HostRequest::new(Op::Flush, 0, 0), None, None)
+        .unwrap();
     assert_eq!(outcome(&mut dev), (0, 1));
     let mut dev = device(&packed, 1);
     run(&mut dev, vec![write(0)]);
-    run(&mut dev, vec![request(Op::Flush, 0, 0)]);
+    run(&mut dev, vec![HostRequest::new(Op::Flush, 0, 0)]);
     assert_eq!(outcome(&mut dev), (0, 1));
     // Begun by `submit`, filled in a run: programmed, nothing lost.
     let mut dev = device(&packed, 1);
@@ -249,11 +243,13 @@ fn pages_filling_when_a_run_ends_stay_staged() {
         ("controller.power_loss_protection", "true"),
     ];
     let mut dev = device(&protected, 1);
-    let job = run(&mut dev, vec![write(0), request(Op::Flush, 0, 0)]);
+    let job = run(&mut dev, vec![write(0), HostRequest::new(Op::Flush, 0, 0)]);
     assert_eq!(job["sync"]["total_ios"], 1);
     assert_eq!(job["sync"]["lat_ns"]["max"], 0);
     let before = dev.now_ns();
-    let c = dev.submit(&request(Op::Flush, 0, 0), None, None).unwrap();
+    let c = dev
+        .submit(&HostRequest::new(Op::Flush, 0, 0), None, None)
+        .unwrap();
     assert_eq!(c.complete_ns, before);
     assert_eq!(dev.ftl().counters().padded_units, 0);
     assert_eq!(outcome(&mut dev), (0, 1));

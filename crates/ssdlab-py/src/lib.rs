@@ -364,12 +364,8 @@ impl PyDevice {
         let op = parse_op(op)?;
         self.check_range(op, offset, length)?;
         let request = HostRequest {
-            arrival_ns: None,
-            op,
-            offset,
-            length,
             hint: hint.map(|h| h.0).unwrap_or_default(),
-            fua: false,
+            ..HostRequest::new(op, offset, length)
         };
         let lock = || {
             self.inner
@@ -634,12 +630,8 @@ impl PyDevice {
                 }
             }
             requests.push(HostRequest {
-                arrival_ns: None,
-                op,
-                offset: offsets[i],
-                length: lengths[i],
                 hint,
-                fua: false,
+                ..HostRequest::new(op, offsets[i], lengths[i])
             });
         }
         let spec = RunSpec {

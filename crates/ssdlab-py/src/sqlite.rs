@@ -518,14 +518,7 @@ impl CompiledFile {
         };
         let start = Instant::now();
         self.send_predictions(py)?;
-        let request = HostRequest {
-            arrival_ns: None,
-            op: Op::Read,
-            offset: device_offset,
-            length: amount,
-            hint: Hint::default(),
-            fua: false,
-        };
+        let request = HostRequest::new(Op::Read, device_offset, amount);
         let data = uninit_bytes(py, amount as usize)?;
         // SAFETY: `data` is a new bytes object nobody else has seen yet; filling it in place
         // is how CPython builds bytes (PyBytes_FromStringAndSize(NULL, n) leaves it unset).
@@ -657,12 +650,8 @@ impl CompiledFile {
                 let before = Instant::now();
                 self.send_predictions(py)?;
                 let request = HostRequest {
-                    arrival_ns: None,
-                    op: Op::Write,
-                    offset: device_offset,
-                    length: piece,
                     hint,
-                    fua: false,
+                    ..HostRequest::new(Op::Write, device_offset, piece)
                 };
                 // SAFETY: the GIL is held; the buffer is not resized while the device copies
                 // from it (nothing else runs).
@@ -681,14 +670,7 @@ impl CompiledFile {
         }
         let before = Instant::now();
         self.send_predictions(py)?;
-        let flush = HostRequest {
-            arrival_ns: None,
-            op: Op::Flush,
-            offset: 0,
-            length: 0,
-            hint: Hint::default(),
-            fua: false,
-        };
+        let flush = HostRequest::new(Op::Flush, 0, 0);
         self.submit(py, host, flush, None, None)?;
         device_ns += before.elapsed().as_nanos() as i64;
         let size = state.borrow().size;
@@ -813,12 +795,8 @@ impl CompiledFile {
         let before = Instant::now();
         self.send_predictions(py)?;
         let request = HostRequest {
-            arrival_ns: None,
-            op: Op::Write,
-            offset: device_offset,
-            length,
             hint,
-            fua: false,
+            ..HostRequest::new(Op::Write, device_offset, length)
         };
         self.submit(py, host, request, Some(bytes), None)?;
         let after = Instant::now();
