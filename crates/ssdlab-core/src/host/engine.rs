@@ -40,6 +40,7 @@ mod channel;
 mod events;
 mod ftl_work;
 mod host_io;
+mod idle;
 mod wordline_join;
 
 #[derive(Debug, Clone, Copy)]
@@ -149,8 +150,8 @@ enum Event {
     ReadDone { leader: u32 },
     /// Transaction `txn` enters its die's queue.
     Enqueue { txn: u32 },
-    /// Background GC may start on `die` if it has stayed idle.
-    IdleGc { die: u32 },
+    /// Idle-time GC checks may be due (`idle`).
+    IdleCheck,
     /// The pages of read group `leader` are in `die`'s register: their data wants the channel.
     Sensed { die: u32, leader: u32, xfer_ns: u32 },
     /// Channel `channel` may be free for the next waiting transfer.
@@ -180,9 +181,8 @@ pub(crate) struct Engine {
     /// at its queues).
     queued: Vec<u32>,
     enqueue_seq: u64,
-    /// Per die: a background-GC check is pending, and when the die last became idle.
-    idle_gc_pending: Vec<bool>,
-    idle_since_ns: Vec<u64>,
+    /// Dies that went idle, checked for background GC once idle long enough.
+    idle: idle::IdleChecks,
     /// Array time of the transactions assigned to each die and not started yet.
     queued_work_ns: Vec<u64>,
     /// When each die would be done with everything given to it (dynamic allocation's view).
@@ -279,8 +279,7 @@ impl Engine {
             queues: vec![VecDeque::new(); dies * QUEUES],
             queued: vec![0; dies],
             enqueue_seq: 0,
-            idle_gc_pending: vec![false; dies],
-            idle_since_ns: vec![0; dies],
+            idle: idle::IdleChecks::new(dies),
             queued_work_ns: vec![0; dies],
             channel_free_ns: (0..g.channels)
                 .map(|c| dev.timeline.channel_free_ns(c))
@@ -639,64 +638,6 @@ impl Device {
             }
             None => self.maybe_idle_gc(die),
         }
-    }
-
-    /// An idle die with a plane below the background watermark gets a GC step once it has
-    /// been idle for `gc_bg_idle_ns`. At most one check per die is pending at a time.
-    fn maybe_idle_gc(&mut self, die: u32) {
-        let first = die * self.geo.planes_per_die;
-        let wants = (first..first + self.geo.planes_per_die)
-            .any(|plane| self.ftl.wants_background_gc(plane));
-        if !wants {
-            return;
-        }
-        let idle_ns = self.config.ftl.gc_bg_idle_ns;
-        let e = self.engine.as_mut().expect("engine");
-        let d = die as usize;
-        e.idle_since_ns[d] = e.now_ns;
-        if !e.idle_gc_pending[d] {
-            e.idle_gc_pending[d] = true;
-            let at = e.now_ns + idle_ns;
-            e.schedule(at, Event::IdleGc { die });
-        }
-    }
-
-    fn idle_gc(&mut self, die: u32) -> Result<(), DeviceError> {
-        let idle_ns = self.config.ftl.gc_bg_idle_ns;
-        let e = self.engine.as_mut().expect("engine");
-        let now = e.now_ns;
-        let d = die as usize;
-        e.idle_gc_pending[d] = false;
-        if e.source_done || e.dies[d].is_busy(now) || !e.die_queues_empty(die) {
-            return Ok(()); // busy again: its next idle moment schedules a new check
-        }
-        if now < e.idle_since_ns[d] + idle_ns {
-            // It worked and went idle again since this check was scheduled.
-            e.idle_gc_pending[d] = true;
-            let at = e.idle_since_ns[d] + idle_ns;
-            e.schedule(at, Event::IdleGc { die });
-            return Ok(());
-        }
-        let planes = self.geo.planes_per_die;
-        let start = e.bg_plane_cursor[d];
-        for k in 0..planes {
-            let offset = (start + k) % planes;
-            let plane = die * planes + offset;
-            if !self.ftl.wants_background_gc(plane) {
-                continue;
-            }
-            self.engine().bg_plane_cursor[d] = (offset + 1) % planes;
-            self.ops.clear();
-            let mut ops = std::mem::take(&mut self.ops);
-            let result =
-                self.ftl
-                    .background_gc(plane, now, self.config.ftl.gc_step_pages, &mut ops);
-            self.ftl_ops_to_txns(&ops, now, TxnClass::Gc, NONE, TxnClass::Gc, true);
-            self.ops = ops;
-            result?;
-            break;
-        }
-        Ok(())
     }
 
     /// Start the head of queue `queue` on `die`, with queued ones of the same queue that line
@@ -1269,7 +1210,7 @@ impl Device {
                 let ready = self.engine().txns[txn as usize].not_before_ns;
                 self.enqueue_at(txn, time.max(ready))
             }
-            Event::IdleGc { die } => self.idle_gc(die)?,
+            Event::IdleCheck => self.idle_checks_due()?,
             Event::Sensed {
                 die,
                 leader,
@@ -1289,7 +1230,7 @@ impl Device {
         while self.engine.as_ref().is_some_and(|e| !e.events.is_empty()) {
             // Background GC on an idle device would continue: only finish what is queued.
             let e = self.engine();
-            if let Some((_, Event::IdleGc { .. })) = e.events.peek() {
+            if let Some((_, Event::IdleCheck)) = e.events.peek() {
                 e.events.pop();
                 continue;
             }

@@ -228,8 +228,8 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_xoshiro::Xoshiro256PlusPlus;
 
-    fn idle(die: u32) -> Event {
-        Event::IdleGc { die }
+    fn idle(channel: u32) -> Event {
+        Event::ChannelFree { channel }
     }
 
     /// Every pending event in the order the queue gives them; the queue is empty after.
