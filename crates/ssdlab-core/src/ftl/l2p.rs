@@ -164,6 +164,33 @@ impl L2p {
         *self.unsettled.get_mut() = true;
     }
 
+    /// GC's updates of a run of entries, `units[k]` to `first + k`, streamed (the map is
+    /// [`L2p::streamed`], within a batch begun with [`L2p::begin_far_updates`]); each entry
+    /// once.
+    #[inline]
+    pub(crate) fn stream_run(&mut self, units: impl Iterator<Item = usize>, first: u32) {
+        debug_assert!(self.streamed());
+        for (k, unit) in units.enumerate() {
+            let slot = &mut self.entries[unit];
+            let value = first + k as u32;
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in `set_far`: `slot` is a valid, aligned, exclusive reference, MOVNTI
+            // writes exactly it, and `unsettled` (set below, before any other access to the
+            // map) makes every later access order the store first.
+            unsafe {
+                std::arch::x86_64::_mm_stream_si32(slot as *mut u32 as *mut i32, value as i32);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                *slot = value;
+            }
+            let (word, bit) = filter_bit(unit);
+            self.filter[word] |= bit;
+        }
+        self.marked = true;
+        *self.unsettled.get_mut() = true;
+    }
+
     /// Hint that entry `unit` will be read soon (from its address: not an access).
     #[inline(always)]
     pub(crate) fn prefetch(&self, unit: usize) {

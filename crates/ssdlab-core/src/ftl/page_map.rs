@@ -173,6 +173,17 @@ fn scan_victim(
     let mut base = range.start & !31;
     let mut current = bits[word] & (!0 << (range.start % 32));
     loop {
+        // In a word wholly inside the limit, the set bits that stay below the wanted count
+        // (all but the last one wanted) need no checks per unit.
+        if base + 32 <= limit {
+            let n = (current.count_ones() as usize).min(wanted.saturating_sub(found + 1));
+            for slot in &mut units[found..found + n] {
+                let unit = base + current.trailing_zeros();
+                current &= current - 1;
+                *slot = (unit, oob[unit as usize] - 1);
+            }
+            found += n;
+        }
         while current != 0 {
             let unit = base + current.trailing_zeros();
             if unit >= limit {
@@ -202,6 +213,32 @@ fn set_valid(bits: &mut [u32], unit: u32) {
 #[inline]
 fn clear_valid(bits: &mut [u32], unit: u32) {
     bits[(unit / 32) as usize] &= !(1 << (unit % 32));
+}
+
+/// Set (`on`) or clear the bits of the units `range` (not empty): word by word, not unit by
+/// unit.
+#[inline]
+fn set_valid_range(bits: &mut [u32], range: std::ops::Range<u32>, on: bool) {
+    debug_assert!(!range.is_empty());
+    let (first, last) = (range.start / 32, (range.end - 1) / 32);
+    let low = !0u32 << (range.start % 32);
+    let high = !0u32 >> (31 - (range.end - 1) % 32);
+    let words = &mut bits[first as usize..=last as usize];
+    let n = words.len();
+    for (i, word) in words.iter_mut().enumerate() {
+        let mut mask = !0u32;
+        if i == 0 {
+            mask &= low;
+        }
+        if i == n - 1 {
+            mask &= high;
+        }
+        if on {
+            *word |= mask;
+        } else {
+            *word &= !mask;
+        }
+    }
 }
 
 impl PageMapFtl {
@@ -869,23 +906,24 @@ impl PageMapFtl {
             let run = &units[i..units.len().min(i + 1 + room)];
             let n = run.len() as u32;
             self.write_ptr[db] += n - 1;
-            // The maps as locals: no reloads of the tables through `self` after each store.
-            let (l2p, valid) = (&mut self.l2p, &mut self.valid_bits[..]);
-            // Streamed updates need no lines in the cache: nothing to prefetch.
-            let ahead = if l2p.streamed() {
-                &[][..]
+            let l2p = &mut self.l2p;
+            if l2p.streamed() {
+                // Streamed updates need no lines in the cache: nothing to prefetch.
+                l2p.stream_run(run.iter().map(|&(_, lun)| lun as usize), first);
             } else {
-                units.get(i + GC_PREFETCH_AHEAD..).unwrap_or(&[])
-            };
-            for (k, &(src, lun)) in run.iter().enumerate() {
-                if let Some(&(_, next)) = ahead.get(k) {
-                    l2p.prefetch(next as usize);
+                let ahead = units.get(i + GC_PREFETCH_AHEAD..).unwrap_or(&[]);
+                for (k, &(_, lun)) in run.iter().enumerate() {
+                    if let Some(&(_, next)) = ahead.get(k) {
+                        l2p.prefetch(next as usize);
+                    }
+                    l2p.set(lun as usize, first + k as u32);
                 }
-                let dst = first + k as u32;
-                clear_valid(valid, src);
-                l2p.set_far(lun as usize, dst);
-                set_valid(valid, dst);
             }
+            // The run holds every valid unit between its first and last source (the scan
+            // took them all, in order): their bits go at once, and the run's slots' come on.
+            let (src_first, src_last) = (run[0].0, run[run.len() - 1].0);
+            set_valid_range(&mut self.valid_bits, src_first..src_last + 1, false);
+            set_valid_range(&mut self.valid_bits, first..first + n, true);
             self.write_oob_run(first, run.iter().map(|&(_, lun)| lun));
             debug_assert!(self.valid_units[v] >= n);
             self.valid_units[v] -= n;
@@ -1464,6 +1502,26 @@ mod tests {
 
     /// The word-at-a-time victim scan finds what a unit-by-unit scan finds: every valid unit
     /// until `wanted`, then to the end of that page, and stops where it does.
+    #[test]
+    fn a_range_of_bits_set_and_cleared_at_once_matches_bit_by_bit() {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+        for _ in 0..2_000 {
+            let mut bits: Vec<u32> = (0..6).map(|_| rng.gen()).collect();
+            let mut reference = bits.clone();
+            let start = rng.gen_range(0..190u32);
+            let end = rng.gen_range(start + 1..=192);
+            let on = rng.gen_bool(0.5);
+            set_valid_range(&mut bits, start..end, on);
+            for unit in start..end {
+                match on {
+                    true => set_valid(&mut reference, unit),
+                    false => clear_valid(&mut reference, unit),
+                }
+            }
+            assert_eq!(bits, reference, "{start}..{end} {on}");
+        }
+    }
+
     #[test]
     fn the_victim_scan_matches_a_unit_by_unit_scan() {
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
