@@ -123,6 +123,17 @@ impl BlockWork {
     };
 }
 
+/// A die operation of several transactions (`Device::join_leader`): its members, its array
+/// time, the pages and bus time of its transfers, and whether it is one melded read.
+#[derive(Debug, Clone, Copy)]
+struct Group {
+    members: u32,
+    array_ns: u64,
+    transfers: u32,
+    bus_ns: u64,
+    melded: bool,
+}
+
 /// Move reads of one GC step that must be done before the victim's erase may start.
 #[derive(Debug, Clone, Copy)]
 struct Batch {
@@ -644,7 +655,6 @@ impl Device {
     /// up with it on the die's other planes (one multi-plane operation; the first
     /// `MERGE_WINDOW` entries are looked at, so a start costs the same for any queue length).
     fn start(&mut self, die: u32, queue: usize) {
-        const MERGE_WINDOW: usize = 16;
         let xfer_ns = self.derived.page_transfer_ns;
         let cache_read = self.config.channel.cache_read;
         let max_suspends = self.derived.max_suspends;
@@ -654,77 +664,28 @@ impl Device {
         let q = d * QUEUES + queue;
         let leader = e.queues[q].pop_front().expect("a queued transaction");
         e.queued[d] -= 1;
-        let lt = e.txns[leader as usize];
-        // Queued host reads of the leader's wordline may join it as one melded read.
-        let melded = self.join_queued_wordline(die, q, leader);
+        // Only what waits in the same queue can join the leader: alone, nothing is looked at.
+        let group = match e.queues[q].is_empty() {
+            true => None,
+            false => self.join_leader(die, q, leader),
+        };
         let e = self.engine.as_mut().expect("engine");
-        // Multi-plane: same kind and page offset on other planes, same class (a melded read
-        // senses a whole wordline on its own).
-        let mut members = 1u32;
-        let mut planes_used = 1u64 << (lt.plane % 64);
-        let mut tail = leader;
-        let mut array_ns = lt.array_ns;
-        let mut transfers = lt.transfers as u32;
-        let mut bus_ns = lt.xfer_ns(xfer_ns, &self.derived.codeword_transfer_ns);
-        if let Some((last, joined)) = melded {
-            tail = last;
-            members = joined;
-            array_ns = self.derived.melded_read_ns;
-            transfers = self.geo.bits_per_cell;
-            bus_ns = transfers as u64 * xfer_ns;
-        } else if lt.kind != TxnKind::Erase
-            && lt.moves == 0
-            && lt.decode_pages <= 1
-            && lt.transfers <= 1
-            && e.planes_per_die > 1
-        {
-            // Planes with a program passed over: a later page of that program's block may
-            // not join, or it would be programmed before a page queued ahead of it (NAND
-            // programs a block's pages in order). The blocks are compared only for a
-            // candidate that would join on such a plane, which is rare.
-            let mut passed_planes = 0u64;
-            let geo = &self.geo;
-            let mut i = 0;
-            while i < e.queues[q].len().min(MERGE_WINDOW) && members < e.planes_per_die {
-                let id = e.queues[q][i];
-                let t = e.txns[id as usize];
-                let bit = 1u64 << (t.plane % 64);
-                if t.kind == lt.kind
-                    && t.moves == 0
-                    && t.class == lt.class
-                    && t.page_in_block == lt.page_in_block
-                    && t.decode_pages <= 1
-                    && t.transfers <= 1
-                    && planes_used & bit == 0
-                    && (t.kind != TxnKind::Program
-                        || passed_planes & bit == 0
-                        || !e.queues[q].iter().take(i).any(|&ahead| {
-                            let a = &e.txns[ahead as usize];
-                            a.kind == TxnKind::Program && geo.block_of(a.ppa) == geo.block_of(t.ppa)
-                        }))
-                {
-                    e.queues[q].remove(i);
-                    e.queued[d] -= 1;
-                    planes_used |= bit;
-                    e.txns[tail as usize].group_next = id;
-                    tail = id;
-                    members += 1;
-                    array_ns = array_ns.max(t.array_ns);
-                    transfers += t.transfers as u32;
-                    bus_ns += t.xfer_ns(xfer_ns, &self.derived.codeword_transfer_ns);
-                    continue;
-                }
-                if t.kind == TxnKind::Program {
-                    passed_planes |= bit;
-                }
-                i += 1;
-            }
+        let lt = &mut e.txns[leader as usize];
+        if group.is_none() {
+            lt.group_next = NONE;
         }
-        e.txns[tail as usize].group_next = NONE;
+        let (kind, moves) = (lt.kind, lt.moves);
+        let (array_ns, transfers, bus_ns) = match group {
+            Some(g) => (g.array_ns, g.transfers, g.bus_ns),
+            None => {
+                let bus_ns = lt.xfer_ns(xfer_ns, &self.derived.codeword_transfer_ns);
+                (lt.array_ns, lt.transfers as u32, bus_ns)
+            }
+        };
         // Queueing time of the requests it serves, and the die's remaining backlog.
         let mut id = leader;
         while id != NONE {
-            let t = e.txns[id as usize];
+            let t = &e.txns[id as usize];
             #[cfg(debug_assertions)]
             {
                 let block = self.geo.block_of(t.ppa) as usize;
@@ -742,23 +703,27 @@ impl Device {
                     TxnKind::Read => {}
                 }
             }
-            e.queued_work_ns[d] -= t.array_ns;
-            if t.request != NONE {
-                let wait = now - t.enqueued_ns;
-                let r = e.request(t.request);
-                r.queue_ns = r.queue_ns.max(wait);
+            let (array, request, enqueued, next) =
+                (t.array_ns, t.request, t.enqueued_ns, t.group_next);
+            e.queued_work_ns[d] -= array;
+            if request != NONE {
+                let r = &mut e.requests[request as usize];
+                r.queue_ns = r.queue_ns.max(now - enqueued);
             }
-            id = t.group_next;
+            if group.is_none() {
+                break;
+            }
+            id = next;
         }
-        if members > 1 && melded.is_none() {
+        if let Some(g) = group.filter(|g| !g.melded) {
             self.flash.multi_plane_ops += 1;
-            self.gc_time_of_multi_plane(leader, array_ns, members);
+            self.gc_time_of_multi_plane(leader, array_ns, g.members);
         }
         let e = self.engine.as_mut().expect("engine");
         // With a transfer to make, the die's end is known once the channel grants it
         // (`channel`): until then the end is an estimate and no end event is scheduled.
-        let awaiting_channel = transfers > 0 && (lt.kind == TxnKind::Program || !cache_read);
-        let (die_free, array_start) = match lt.kind {
+        let awaiting_channel = transfers > 0 && (kind == TxnKind::Program || !cache_read);
+        let (die_free, array_start) = match kind {
             TxnKind::Read if transfers > 0 && !cache_read => (now + array_ns + bus_ns, now),
             TxnKind::Program if transfers > 0 => {
                 let data_in = now + bus_ns;
@@ -768,21 +733,21 @@ impl Device {
         };
         e.dies[d].start(ActiveOp {
             id: leader,
-            kind: lt.kind,
+            kind,
             array_start_ns: array_start,
             end_ns: die_free,
             suspends: 0,
             // A GC step's copybacks are programs of their own, each with the budget of one
             // (fused into one die operation only to spare events).
-            max_suspends: max_suspends * lt.moves.max(1),
-            read_done_with_die: lt.kind == TxnKind::Read && (transfers == 0 || !cache_read),
+            max_suspends: max_suspends * moves.max(1),
+            read_done_with_die: kind == TxnKind::Read && (transfers == 0 || !cache_read),
             awaiting_channel,
         });
         let generation = e.dies[d].generation;
         if !awaiting_channel {
             e.schedule(die_free, Event::DieFree { die, generation });
         }
-        if lt.kind == TxnKind::Read && transfers > 0 {
+        if kind == TxnKind::Read && transfers > 0 {
             e.schedule(
                 now + array_ns,
                 Event::Sensed {
@@ -794,14 +759,109 @@ impl Device {
         }
         e.refresh_load(die);
         self.timeline.add_busy(die, array_ns);
-        if lt.kind == TxnKind::Program {
+        if kind == TxnKind::Program {
             self.programs_started(leader);
         }
-        if lt.kind == TxnKind::Program && transfers > 0 {
+        if kind == TxnKind::Program && transfers > 0 {
             self.request_channel(die, leader, bus_ns as u32, array_ns);
-        } else if lt.kind != TxnKind::Read {
+        } else if kind != TxnKind::Read {
             self.suspend_for_waiting_reads(die);
         }
+    }
+
+    /// What joins `leader` (taken from queue `q` of `die`, which is not empty) in one die
+    /// operation: queued host reads of its wordline as one melded read, or queued work at its
+    /// page offset on the die's other planes (same kind and class) as one multi-plane
+    /// operation. `None` when nothing joins. The group is chained through `group_next` from
+    /// the leader.
+    #[inline(never)]
+    fn join_leader(&mut self, die: u32, q: usize, leader: u32) -> Option<Group> {
+        const MERGE_WINDOW: usize = 16;
+        let xfer_ns = self.derived.page_transfer_ns;
+        // Queued host reads of the leader's wordline may join it as one melded read.
+        if let Some((tail, members)) = self.join_queued_wordline(die, q, leader) {
+            let e = self.engine.as_mut().expect("engine");
+            e.txns[tail as usize].group_next = NONE;
+            let transfers = self.geo.bits_per_cell;
+            return Some(Group {
+                members,
+                array_ns: self.derived.melded_read_ns,
+                transfers,
+                bus_ns: transfers as u64 * xfer_ns,
+                melded: true,
+            });
+        }
+        let e = self.engine.as_mut().expect("engine");
+        let d = die as usize;
+        let lt = e.txns[leader as usize];
+        if lt.kind == TxnKind::Erase
+            || lt.moves != 0
+            || lt.decode_pages > 1
+            || lt.transfers > 1
+            || e.planes_per_die <= 1
+        {
+            return None;
+        }
+        // Multi-plane: same kind and page offset on other planes, same class (a melded read
+        // senses a whole wordline on its own).
+        let mut members = 1u32;
+        let mut planes_used = 1u64 << (lt.plane % 64);
+        let mut tail = leader;
+        let mut array_ns = lt.array_ns;
+        let mut transfers = lt.transfers as u32;
+        let mut bus_ns = lt.xfer_ns(xfer_ns, &self.derived.codeword_transfer_ns);
+        // Planes with a program passed over: a later page of that program's block may not
+        // join, or it would be programmed before a page queued ahead of it (NAND programs a
+        // block's pages in order). The blocks are compared only for a candidate that would
+        // join on such a plane, which is rare.
+        let mut passed_planes = 0u64;
+        let geo = &self.geo;
+        let mut i = 0;
+        while i < e.queues[q].len().min(MERGE_WINDOW) && members < e.planes_per_die {
+            let id = e.queues[q][i];
+            let t = e.txns[id as usize];
+            let bit = 1u64 << (t.plane % 64);
+            if t.kind == lt.kind
+                && t.moves == 0
+                && t.class == lt.class
+                && t.page_in_block == lt.page_in_block
+                && t.decode_pages <= 1
+                && t.transfers <= 1
+                && planes_used & bit == 0
+                && (t.kind != TxnKind::Program
+                    || passed_planes & bit == 0
+                    || !e.queues[q].iter().take(i).any(|&ahead| {
+                        let a = &e.txns[ahead as usize];
+                        a.kind == TxnKind::Program && geo.block_of(a.ppa) == geo.block_of(t.ppa)
+                    }))
+            {
+                e.queues[q].remove(i);
+                e.queued[d] -= 1;
+                planes_used |= bit;
+                e.txns[tail as usize].group_next = id;
+                tail = id;
+                members += 1;
+                array_ns = array_ns.max(t.array_ns);
+                transfers += t.transfers as u32;
+                bus_ns += t.xfer_ns(xfer_ns, &self.derived.codeword_transfer_ns);
+                continue;
+            }
+            if t.kind == TxnKind::Program {
+                passed_planes |= bit;
+            }
+            i += 1;
+        }
+        if members == 1 {
+            return None;
+        }
+        e.txns[tail as usize].group_next = NONE;
+        Some(Group {
+            members,
+            array_ns,
+            transfers,
+            bus_ns,
+            melded: false,
+        })
     }
 
     /// GC time counts each GC page's array time when its work is made; the die's busy time
@@ -836,21 +896,21 @@ impl Device {
         let now = self.engine().now_ns;
         let mut id = leader;
         while id != NONE {
-            let t = self.engine().txns[id as usize];
-            let block = self.geo.block_of(t.ppa) as usize;
-            let e = self.engine();
-            if t.buffer_id.is_some() && !e.buffered_programs.is_empty() {
+            let e = self.engine.as_mut().expect("engine");
+            let t = &e.txns[id as usize];
+            let (ppa, buffered, next) = (t.ppa, t.buffer_id.is_some(), t.group_next);
+            let block = self.geo.block_of(ppa) as usize;
+            if buffered && !e.buffered_programs.is_empty() {
                 // Its data is on its way to the die: later writes of its units go elsewhere.
-                e.buffered_programs.remove(&t.ppa);
+                e.buffered_programs.remove(&ppa);
             }
-            e.block_work[block].unstarted_programs -= 1;
-            if e.block_work[block].unstarted_programs == 0
-                && e.block_work[block].erase_blocked != NONE
-            {
-                let erase = std::mem::replace(&mut e.block_work[block].erase_blocked, NONE);
+            let work = &mut e.block_work[block];
+            work.unstarted_programs -= 1;
+            if work.unstarted_programs == 0 && work.erase_blocked != NONE {
+                let erase = std::mem::replace(&mut work.erase_blocked, NONE);
                 self.release(erase, now);
             }
-            id = t.group_next;
+            id = next;
         }
     }
 
@@ -965,60 +1025,56 @@ impl Device {
 
     /// A transaction is done: account it to its request, release what depends on it.
     fn complete_txn(&mut self, id: u32) {
-        let decode_ns = self.derived.decode_ns;
         let e = self.engine.as_mut().expect("engine");
         let now = e.now_ns;
-        let t = e.txns[id as usize];
-        match t.kind {
-            TxnKind::Read if t.request != NONE && t.next == NONE => {
-                // A host read: decode, then the link.
-                let ready = now + decode_ns + t.extra_decode_ns;
-                let link = self.link_ns(t.host_bytes);
+        let t = &e.txns[id as usize];
+        let (kind, request, next, ppa, batch) = (t.kind, t.request, t.next, t.ppa, t.batch);
+        let buffer_id = t.buffer_id;
+        if kind == TxnKind::Read && request != NONE && next == NONE {
+            // A host read: decode, then the link.
+            let (extra_ns, bytes, uncorrectable) =
+                (t.extra_decode_ns, t.host_bytes, t.uncorrectable);
+            let ready = now + self.derived.decode_ns + extra_ns;
+            let link = self.link_ns(bytes);
+            let end = self.link_out.reserve(ready, link, now);
+            let e = self.engine.as_mut().expect("engine");
+            if uncorrectable {
+                e.request(request).uncorrectable = true;
+            }
+            e.part_done(request, end);
+        } else if request != NONE {
+            e.part_done(request, now);
+        }
+        match kind {
+            TxnKind::Erase => self.erase_done(id, self.geo.block_of(ppa)),
+            TxnKind::Program => {
                 let e = self.engine.as_mut().expect("engine");
-                let end = self.link_out.reserve(ready, link, now);
-                if t.uncorrectable {
-                    e.request(t.request).uncorrectable = true;
-                }
-                e.part_done(t.request, end);
-            }
-            TxnKind::Read => {
-                if t.request != NONE {
-                    e.part_done(t.request, now);
+                if e.program_pending(ppa) {
+                    e.mark_host_program(ppa, false);
                 }
             }
-            _ => {
-                if t.request != NONE {
-                    e.part_done(t.request, now);
-                }
-            }
-        }
-        if t.kind == TxnKind::Erase {
-            self.erase_done(id, self.geo.block_of(t.ppa));
+            TxnKind::Read => {}
         }
         let e = self.engine.as_mut().expect("engine");
-        if t.kind == TxnKind::Program && e.program_pending(t.ppa) {
-            e.mark_host_program(t.ppa, false);
-        }
-        let e = self.engine.as_mut().expect("engine");
-        if t.batch != NONE {
-            let b = &mut e.batches[t.batch as usize];
+        if batch != NONE {
+            let b = &mut e.batches[batch as usize];
             b.reads_left -= 1;
             if b.reads_left == 0 {
                 let erase = b.erase;
-                e.free_batches.push(t.batch);
+                e.free_batches.push(batch);
                 if erase != NONE {
                     self.release(erase, now);
                 }
             }
         }
-        if let Some(buffer_id) = t.buffer_id {
+        if let Some(buffer_id) = buffer_id {
             self.buffer_slot_freed(buffer_id);
         }
-        if t.next != NONE {
-            self.release(t.next, now + t.after_ns);
+        if next != NONE {
+            let after_ns = self.engine().txns[id as usize].after_ns;
+            self.release(next, now + after_ns);
         }
-        let e = self.engine.as_mut().expect("engine");
-        e.free_txns.push(id);
+        self.engine().free_txns.push(id);
     }
 
     /// A buffered program is on flash: its slot takes the next waiting page, and flushes that

@@ -73,7 +73,7 @@ impl Device {
         let channel = self.geo.channel_of_die(die) as usize;
         let e = self.engine();
         let now = e.now_ns;
-        let t = e.txns[leader as usize];
+        let t = &e.txns[leader as usize];
         let transfer = Transfer {
             die,
             leader,
