@@ -164,13 +164,14 @@ impl L2p {
         *self.unsettled.get_mut() = true;
     }
 
-    /// GC's updates of a run of entries, `units[k]` to `first + k`, streamed (the map is
-    /// [`L2p::streamed`], within a batch begun with [`L2p::begin_far_updates`]); each entry
-    /// once.
+    /// GC's updates of a run of entries, the entry of each `moves[k].1` to `first + k`,
+    /// streamed (the map is [`L2p::streamed`], within a batch begun with
+    /// [`L2p::begin_far_updates`]); each entry once.
     #[inline]
-    pub(crate) fn stream_run(&mut self, units: impl Iterator<Item = usize>, first: u32) {
+    pub(crate) fn stream_run(&mut self, moves: &[(u32, u32)], first: u32) {
         debug_assert!(self.streamed());
-        for (k, unit) in units.enumerate() {
+        for (k, &(_, unit)) in moves.iter().enumerate() {
+            let unit = unit as usize;
             let slot = &mut self.entries[unit];
             let value = first + k as u32;
             #[cfg(target_arch = "x86_64")]

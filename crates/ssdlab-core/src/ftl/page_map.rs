@@ -909,7 +909,7 @@ impl PageMapFtl {
             let l2p = &mut self.l2p;
             if l2p.streamed() {
                 // Streamed updates need no lines in the cache: nothing to prefetch.
-                l2p.stream_run(run.iter().map(|&(_, lun)| lun as usize), first);
+                l2p.stream_run(run, first);
             } else {
                 let ahead = units.get(i + GC_PREFETCH_AHEAD..).unwrap_or(&[]);
                 for (k, &(_, lun)) in run.iter().enumerate() {
@@ -924,7 +924,6 @@ impl PageMapFtl {
             let (src_first, src_last) = (run[0].0, run[run.len() - 1].0);
             set_valid_range(&mut self.valid_bits, src_first..src_last + 1, false);
             set_valid_range(&mut self.valid_bits, first..first + n, true);
-            self.write_oob_run(first, run.iter().map(|&(_, lun)| lun));
             debug_assert!(self.valid_units[v] >= n);
             self.valid_units[v] -= n;
             self.valid_units[db] += n;
@@ -932,6 +931,7 @@ impl PageMapFtl {
             self.counters.gc_units_moved += n as u64;
             if self.unit_shift == 0 {
                 // Whole-page moves, one list extension for the run.
+                self.write_oob_run(first, run.iter().map(|&(_, lun)| lun));
                 ops.extend(
                     run.iter()
                         .zip(first..)
@@ -939,6 +939,7 @@ impl PageMapFtl {
                 );
                 self.count_gc_pages(handle, n as u64);
             } else {
+                self.write_oob_run(first, run.iter().map(|&(_, lun)| lun));
                 for (&(src, _), dst) in run.iter().zip(first..) {
                     self.push_move_ops(src, dst, handle, &mut last_read, ops);
                 }

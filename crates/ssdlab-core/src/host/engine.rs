@@ -1254,6 +1254,7 @@ impl Device {
     }
 
     /// Run `event`, taken from the queue, at `time`.
+    #[inline(always)]
     fn handle_event(&mut self, time: u64, event: Event) -> Result<(), DeviceError> {
         let e = self.engine();
         e.now_ns = e.now_ns.max(time);

@@ -18,20 +18,22 @@ fn copyback_run(
     (src_first, dst_first): (u32, u32),
     stop: impl Fn(u32) -> bool,
 ) -> (usize, u64) {
-    let (mut end, mut busy) = (first, 0);
-    while let Some(&FlashOp::Move { src, dst }) = ops.get(end) {
-        let read = reads.get(src.wrapping_sub(src_first) as usize);
-        let program = programs.get(dst.wrapping_sub(dst_first) as usize);
-        let (Some(read), Some(program)) = (read, program) else {
+    let (mut moves, mut busy) = (0, 0);
+    for op in &ops[first..] {
+        let FlashOp::Move { src, dst } = *op else {
             break;
         };
-        if end > first && stop(src) {
+        let (read, program) = (
+            src.wrapping_sub(src_first) as usize,
+            dst.wrapping_sub(dst_first) as usize,
+        );
+        if read >= reads.len() || program >= programs.len() || (moves > 0 && stop(src)) {
             break;
         }
-        busy += read + program;
-        end += 1;
+        busy += reads[read] + programs[program];
+        moves += 1;
     }
-    (end, busy)
+    (first + moves, busy)
 }
 
 /// A cached-mapping FTL's translation work in one list, made into transactions as the list is
