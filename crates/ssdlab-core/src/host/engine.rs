@@ -334,6 +334,7 @@ impl Engine {
         }
     }
 
+    #[inline(always)]
     fn schedule(&mut self, time_ns: u64, event: Event) {
         self.events.push(time_ns, event);
     }
@@ -1024,6 +1025,7 @@ impl Device {
     }
 
     /// A transaction is done: account it to its request, release what depends on it.
+    #[inline(always)]
     fn complete_txn(&mut self, id: u32) {
         let e = self.engine.as_mut().expect("engine");
         let now = e.now_ns;

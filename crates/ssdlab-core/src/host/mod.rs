@@ -1456,8 +1456,24 @@ impl Device {
 
     /// Data mode: store the bytes `span` of unit `unit` that `req` writes (from `data`, zeros
     /// without it) under the unit's new location, merged into its old contents, and drop the
-    /// old copy, so that memory follows live data.
+    /// old copy, so that memory follows live data. (Nothing to do without a store: checked
+    /// inline, the rest apart.)
+    #[inline(always)]
     fn store_unit_write(
+        &mut self,
+        req: &HostRequest,
+        unit: u64,
+        span: (u64, u64),
+        outcome: WriteOutcome,
+        data: Option<&[u8]>,
+    ) {
+        if self.store.is_some() {
+            self.store_unit_data(req, unit, span, outcome, data);
+        }
+    }
+
+    #[inline(never)]
+    fn store_unit_data(
         &mut self,
         req: &HostRequest,
         unit: u64,

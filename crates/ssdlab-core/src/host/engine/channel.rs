@@ -69,6 +69,7 @@ impl ChannelQueue {
 impl Device {
     /// The operation `leader` just started on `die` needs the channel now (a program's data
     /// in) or at `ready_ns` (a read's data out, once sensed: called from its `Sensed` event).
+    #[inline(always)]
     pub(super) fn request_channel(&mut self, die: u32, leader: u32, xfer_ns: u32, array_ns: u64) {
         let channel = self.geo.channel_of_die(die) as usize;
         let e = self.engine();
@@ -139,6 +140,7 @@ impl Device {
 
     /// Give the channel to `t` from now: a program's array phase starts when its data is in,
     /// a read's data is on the controller when its data is out.
+    #[inline(always)]
     fn grant(&mut self, channel: usize, t: Transfer) {
         let cache_read = self.config.channel.cache_read;
         let e = self.engine();

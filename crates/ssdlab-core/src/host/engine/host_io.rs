@@ -323,7 +323,10 @@ impl Device {
                 r.complete_ns = r.complete_ns.max(arrive);
                 continue;
             }
-            self.engine().staged_programs.remove(&ppa);
+            let staged = &mut self.engine().staged_programs;
+            if !staged.is_empty() {
+                staged.remove(&ppa);
+            }
             if !self.staged.is_empty() {
                 // Begun outside the run (or in an earlier one): no longer staged.
                 self.staged.remove(&ppa);
@@ -413,6 +416,7 @@ impl Device {
     /// The program of host page `ppa`, created gated (one gate: the page filling) on first use;
     /// kept in the staged map only while `filling` (a page filled by its first unit never goes
     /// there: no map node is allocated and freed per write).
+    #[inline(always)]
     fn staged_program(&mut self, ppa: u32, filling: bool) -> u32 {
         if let Some(&p) = self.engine().staged_programs.get(&ppa) {
             return p;
