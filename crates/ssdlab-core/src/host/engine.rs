@@ -85,6 +85,8 @@ struct Txn {
     extra_decode_ns: u64,
     uncorrectable: bool,
     sampled: bool,
+    /// A host program that marked its page pending (`Engine::mark_host_program`).
+    marks_pending: bool,
     background: bool,
     /// GC work (a move's read or program, a fused copyback step, a victim's erase): GC time,
     /// counted when it is made, is corrected when it shares a multi-plane operation.
@@ -94,9 +96,6 @@ struct Txn {
 /// `Engine::programs_since_erase` of a block being erased.
 #[cfg(debug_assertions)]
 const ERASING: u32 = u32::MAX;
-
-/// Pages per region of `Engine::pending_in_region`.
-const REGION_SHIFT: u32 = 8;
 
 /// What the engine tracks of one block's programs and erases (together: one cache line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +112,9 @@ struct BlockWork {
     unstarted_programs: u32,
     /// Its erase waiting for `unstarted_programs` to reach 0, or NONE.
     erase_blocked: u32,
+    /// Its host pages whose program is not done (`Engine::pending_program_bits`): GC looks at
+    /// a victim's pages one by one only when it has some.
+    pending_host_programs: u32,
 }
 
 impl BlockWork {
@@ -120,6 +122,7 @@ impl BlockWork {
         erase: NONE,
         unstarted_programs: 0,
         erase_blocked: NONE,
+        pending_host_programs: 0,
     };
 }
 
@@ -238,11 +241,8 @@ pub(crate) struct Engine {
     /// served from there: sensing a page whose program is queued or suspended would read what
     /// is not on flash yet.
     pending_program_bits: Vec<u64>,
-    /// The bits set (no lookups while it is 0), and per region of `1 << REGION_SHIFT` pages
-    /// (GC checks a victim's pages only when a region it overlaps has one; a shift, where a
-    /// block index would need a multiply on every host program).
+    /// The bits set (no lookups while it is 0; per block in `BlockWork`).
     pending_programs: u32,
-    pending_in_region: Vec<u16>,
     /// Per block: its programs not started and its erases (see `BlockWork`).
     block_work: Vec<BlockWork>,
     /// (erase, transaction waiting for it), in the order they were gated.
@@ -327,7 +327,6 @@ impl Engine {
             scratch_erases: Vec::new(),
             #[cfg(debug_assertions)]
             programs_since_erase: vec![0; dev.geo.blocks as usize],
-            pending_in_region: vec![0; (dev.geo.physical_pages >> REGION_SHIFT) as usize + 1],
             pending_programs: 0,
             scratch_pages: Vec::new(),
             source_done: false,
@@ -346,34 +345,29 @@ impl Engine {
             && self.pending_program_bits[ppa as usize / 64] & (1 << (ppa % 64)) != 0
     }
 
-    /// Might a page among `pages` have its host program pending? (No false negatives.)
-    fn any_pending_near(&self, pages: &std::ops::Range<u32>) -> bool {
-        if self.pending_programs == 0 || pages.is_empty() {
-            return false;
-        }
-        let regions =
-            (pages.start >> REGION_SHIFT) as usize..=((pages.end - 1) >> REGION_SHIFT) as usize;
-        self.pending_in_region[regions].iter().any(|&n| n > 0)
-    }
-
-    /// Mark or clear the pending program of host page `ppa`.
-    fn mark_host_program(&mut self, ppa: u32, pending: bool) {
-        let region = (ppa >> REGION_SHIFT) as usize;
+    /// Mark the program of host page `ppa` (in `block`) pending; false if it was already (GC
+    /// took the block while its program waited, the block was opened again before its erase,
+    /// and the page is written again: the earlier program, done first on its die, clears it).
+    #[inline]
+    fn mark_host_program(&mut self, ppa: u32, block: u32) -> bool {
         let word = &mut self.pending_program_bits[ppa as usize / 64];
         let bit = 1u64 << (ppa % 64);
-        if pending {
-            // Set already: GC took the block while its program was queued and the page is
-            // being written again (the later program's completion finds the bit clear).
-            if *word & bit == 0 {
-                *word |= bit;
-                self.pending_programs += 1;
-                self.pending_in_region[region] += 1;
-            }
-        } else if *word & bit != 0 {
-            *word &= !bit;
-            self.pending_programs -= 1;
-            self.pending_in_region[region] -= 1;
+        if *word & bit != 0 {
+            return false;
         }
+        *word |= bit;
+        self.pending_programs += 1;
+        self.block_work[block as usize].pending_host_programs += 1;
+        true
+    }
+
+    /// The program that marked host page `ppa` (in `block`) pending is done. (No look at the
+    /// bit first: its word is seldom in the cache by then, and nothing waits on the load.)
+    #[inline]
+    fn clear_host_program(&mut self, ppa: u32, block: u32) {
+        self.pending_program_bits[ppa as usize / 64] &= !(1u64 << (ppa % 64));
+        self.pending_programs -= 1;
+        self.block_work[block as usize].pending_host_programs -= 1;
     }
 
     /// Erase `erase` holds up a program of `class`: it is served as that class (host writes
@@ -521,6 +515,7 @@ fn txn(kind: TxnKind, class: TxnClass, array_ns: u64) -> Txn {
         extra_decode_ns: 0,
         uncorrectable: false,
         sampled: false,
+        marks_pending: false,
         background: false,
         gc: false,
     }
@@ -1031,7 +1026,7 @@ impl Device {
         let now = e.now_ns;
         let t = &e.txns[id as usize];
         let (kind, request, next, ppa, batch) = (t.kind, t.request, t.next, t.ppa, t.batch);
-        let buffer_id = t.buffer_id;
+        let (buffer_id, marks_pending) = (t.buffer_id, t.marks_pending);
         if kind == TxnKind::Read && request != NONE && next == NONE {
             // A host read: decode, then the link.
             let (extra_ns, bytes, uncorrectable) =
@@ -1049,12 +1044,11 @@ impl Device {
         }
         match kind {
             TxnKind::Erase => self.erase_done(id, self.geo.block_of(ppa)),
-            TxnKind::Program => {
-                let e = self.engine.as_mut().expect("engine");
-                if e.program_pending(ppa) {
-                    e.mark_host_program(ppa, false);
-                }
+            TxnKind::Program if marks_pending => {
+                let block = self.geo.block_of(ppa);
+                self.engine().clear_host_program(ppa, block);
             }
+            TxnKind::Program => {}
             TxnKind::Read => {}
         }
         let e = self.engine.as_mut().expect("engine");

@@ -361,9 +361,10 @@ impl Device {
             let block = self.geo.block_of(ppa);
             let pages = self.geo.block_pages(block);
             let e = self.engine.as_ref().expect("engine");
-            let erase = e.block_work[block as usize].erase;
+            let work = &e.block_work[block as usize];
+            let erase = work.erase;
             *seen = BlockSeen {
-                pending: erase != NONE || e.any_pending_near(&pages),
+                pending: erase != NONE || work.pending_host_programs > 0,
                 pages,
                 block,
                 die: self.geo.die_of_block(block),

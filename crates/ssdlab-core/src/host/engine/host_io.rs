@@ -425,14 +425,16 @@ impl Device {
         let mut program = self.at_page(txn(TxnKind::Program, TxnClass::HostWrite, t_prog), ppa);
         program.transfers = 1;
         program.gates = 1;
+        let block = self.geo.block_of(ppa);
         let e = self.engine();
+        program.marks_pending = e.mark_host_program(ppa, block);
         let p = e.new_txn(program);
         e.queued_work_ns[program.die as usize] += t_prog;
-        e.mark_host_program(ppa, true);
         if filling {
             e.staged_programs.insert(ppa, p);
         }
-        self.program_made_at(p, ppa);
+        let erase = e.block_work[block as usize].erase;
+        self.program_made(p, block, erase);
         p
     }
 
