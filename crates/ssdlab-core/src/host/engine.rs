@@ -137,6 +137,21 @@ struct Group {
     melded: bool,
 }
 
+/// What the engine keeps of one die: its state machine, its queues (one per kind of work,
+/// `sched::queue_of`, each in arrival order) and what they hold, together, so that a die's
+/// dispatch looks in one place.
+#[derive(Debug, Clone, Default)]
+struct DieWork {
+    die: Die,
+    /// Transactions in its queues (a die with none is idle at once, without looking at them).
+    queued: u32,
+    /// The plane of its next background GC step (round robin).
+    bg_plane_cursor: u32,
+    /// Array time of the transactions assigned to it and not started yet.
+    queued_work_ns: u64,
+    queues: [VecDeque<u32>; QUEUES],
+}
+
 /// Move reads of one GC step that must be done before the victim's erase may start.
 #[derive(Debug, Clone, Copy)]
 struct Batch {
@@ -188,17 +203,10 @@ pub(crate) struct Engine {
     free_txns: Vec<u32>,
     batches: Vec<Batch>,
     free_batches: Vec<u32>,
-    dies: Vec<Die>,
-    /// The queues of each die (`QUEUES` per die, see `sched::queue_of`), in arrival order.
-    queues: Vec<VecDeque<u32>>,
-    /// Transactions in each die's queues (a die with none is idle at once, without looking
-    /// at its queues).
-    queued: Vec<u32>,
+    dies: Vec<DieWork>,
     enqueue_seq: u64,
     /// Dies that went idle, checked for background GC once idle long enough.
     idle: idle::IdleChecks,
-    /// Array time of the transactions assigned to each die and not started yet.
-    queued_work_ns: Vec<u64>,
     /// When each die would be done with everything given to it (dynamic allocation's view).
     die_load_ns: Vec<u64>,
     channel_free_ns: Vec<u64>,
@@ -230,7 +238,6 @@ pub(crate) struct Engine {
     buffer_waiting: VecDeque<(u32, u32, u64)>,
     /// Flushes waiting for buffered programs: (first buffer id not covered, request slot).
     flushes: Vec<(u64, u32)>,
-    bg_plane_cursor: Vec<u32>,
     /// Scratch list of the move reads of a GC step.
     scratch_reads: Vec<u32>,
     /// Programs of host pages still filling, by page: created with the page's first unit so
@@ -265,10 +272,11 @@ impl Engine {
     pub(crate) fn new(dev: &Device) -> Engine {
         let dies = dev.derived.dies as usize;
         let g = &dev.config.geometry;
-        let mut die_state = vec![Die::default(); dies];
+        let mut die_state = vec![DieWork::default(); dies];
         let mut events = EventQueue::default();
         // Work reserved before the run (direct submissions) keeps its dies busy.
-        for (d, die) in die_state.iter_mut().enumerate() {
+        for (d, work) in die_state.iter_mut().enumerate() {
+            let die = &mut work.die;
             die.free_at_ns = dev.timeline.die_free_ns(d as u32);
             if die.free_at_ns > dev.now_ns {
                 let event = Event::DieFree {
@@ -285,13 +293,10 @@ impl Engine {
             free_txns: Vec::new(),
             batches: Vec::new(),
             free_batches: Vec::new(),
-            die_load_ns: die_state.iter().map(|d| d.free_at_ns).collect(),
+            die_load_ns: die_state.iter().map(|d| d.die.free_at_ns).collect(),
             dies: die_state,
-            queues: vec![VecDeque::new(); dies * QUEUES],
-            queued: vec![0; dies],
             enqueue_seq: 0,
             idle: idle::IdleChecks::new(dies),
-            queued_work_ns: vec![0; dies],
             channel_free_ns: (0..g.channels)
                 .map(|c| dev.timeline.channel_free_ns(c))
                 .collect(),
@@ -318,7 +323,6 @@ impl Engine {
             buffered_programs: BTreeMap::new(),
             buffer_waiting: VecDeque::new(),
             flushes: Vec::new(),
-            bg_plane_cursor: vec![0; dies],
             scratch_reads: Vec::new(),
             staged_programs: BTreeMap::new(),
             pending_program_bits: vec![0; (dev.geo.physical_pages as usize).div_ceil(64)],
@@ -380,11 +384,11 @@ impl Engine {
             return;
         }
         self.txns[erase as usize].class = class;
-        let die = t.die as usize * QUEUES;
-        let queue = &mut self.queues[die + queue_of(t.kind, t.class)];
+        let queues = &mut self.dies[t.die as usize].queues;
+        let queue = &mut queues[queue_of(t.kind, t.class)];
         if let Some(at) = queue.iter().position(|&id| id == erase) {
             queue.remove(at);
-            self.queues[die + queue_of(t.kind, class)].push_back(erase);
+            queues[queue_of(t.kind, class)].push_back(erase);
         }
     }
 
@@ -398,7 +402,7 @@ impl Engine {
         t.background = background;
         t.gc = true;
         let id = self.new_txn(t);
-        self.queued_work_ns[t.die as usize] += t.array_ns;
+        self.dies[t.die as usize].queued_work_ns += t.array_ns;
         if request != NONE {
             self.request(request).pending += 1;
         }
@@ -414,18 +418,19 @@ impl Engine {
     }
 
     fn die_queues_empty(&self, die: u32) -> bool {
-        self.queued[die as usize] == 0
+        self.dies[die as usize].queued == 0
     }
 
     fn refresh_load(&mut self, die: u32) {
         let d = die as usize;
-        self.die_load_ns[d] = self.dies[d].free_at_ns + self.queued_work_ns[d];
+        let work = &self.dies[d];
+        self.die_load_ns[d] = work.die.free_at_ns + work.queued_work_ns;
     }
 
     /// Hand the dies' and channels' busy times back to the reservation timeline.
     pub(crate) fn hand_back(&self, timeline: &mut Timeline) {
-        for (d, die) in self.dies.iter().enumerate() {
-            timeline.set_die_free_ns(d as u32, die.free_at_ns);
+        for (d, work) in self.dies.iter().enumerate() {
+            timeline.set_die_free_ns(d as u32, work.die.free_at_ns);
         }
         for (c, &free) in self.channel_free_ns.iter().enumerate() {
             timeline.set_channel_free_ns(c as u32, free);
@@ -551,19 +556,19 @@ impl Device {
         // Host reads suspend, read-modify-write reads too (queued as host reads: the write's
         // program waits for them); GC reads do not (suspending for them only delays both).
         let suspends_for = t.class == TxnClass::HostRead;
-        let (die, class, t_kind) = (t.die, t.class, t.kind);
-        e.queues[die as usize * QUEUES + queue_of(t.kind, class)].push_back(id);
-        e.queued[die as usize] += 1;
-        let d = &mut e.dies[die as usize];
-        if !d.is_busy(now) {
-            if e.queued[die as usize] == 1 && d.suspended.is_none() {
+        let (die, queue) = (t.die, queue_of(t.kind, t.class));
+        let work = &mut e.dies[die as usize];
+        work.queues[queue].push_back(id);
+        work.queued += 1;
+        if !work.die.is_busy(now) {
+            if work.queued == 1 && work.die.suspended.is_none() {
                 // Its only transaction: every policy serves a lone candidate (only a
                 // suspension could hold it back), so start it without asking.
-                self.start(die, queue_of(t_kind, class));
+                self.start(die, queue);
             } else {
                 self.dispatch(die);
             }
-        } else if suspends_for && suspend && d.can_suspend(now) {
+        } else if suspends_for && suspend && work.die.can_suspend(now) {
             self.suspend_die(die);
         }
     }
@@ -573,7 +578,7 @@ impl Device {
     fn suspend_die(&mut self, die: u32) {
         let suspend_ns = self.derived.suspend_ns;
         let e = self.engine.as_mut().expect("engine");
-        let d = &mut e.dies[die as usize];
+        let d = &mut e.dies[die as usize].die;
         let free = d.suspend(e.now_ns, suspend_ns);
         let generation = d.generation;
         e.schedule(free, Event::DieFree { die, generation });
@@ -600,11 +605,11 @@ impl Device {
         let e = self.engine.as_mut().expect("engine");
         let now = e.now_ns;
         let d = die as usize;
-        if e.dies[d].is_busy(now) {
+        if e.dies[d].die.is_busy(now) {
             return;
         }
-        let reads_only = e.dies[d].suspended.is_some();
-        let pick = if e.queued[d] == 0 {
+        let reads_only = e.dies[d].die.suspended.is_some();
+        let pick = if e.dies[d].queued == 0 {
             None
         } else {
             let channel = self.geo.channel_of_die(die);
@@ -615,8 +620,8 @@ impl Device {
                 reads_only,
             };
             let mut heads: Heads = [None; QUEUES];
-            for (q, head) in heads.iter_mut().enumerate() {
-                if let Some(&id) = e.queues[d * QUEUES + q].front() {
+            for (queue, head) in e.dies[d].queues.iter().zip(heads.iter_mut()) {
+                if let Some(&id) = queue.front() {
                     let t = &e.txns[id as usize];
                     *head = Some(Candidate {
                         kind: t.kind,
@@ -632,12 +637,12 @@ impl Device {
         match pick {
             Some(index) => self.start(die, index),
             None if reads_only => {
-                let op = e.dies[d].resume(now, self.derived.resume_ns);
+                let op = e.dies[d].die.resume(now, self.derived.resume_ns);
                 e.schedule(
                     op.end_ns,
                     Event::DieFree {
                         die,
-                        generation: e.dies[d].generation,
+                        generation: e.dies[d].die.generation,
                     },
                 );
                 e.refresh_load(die);
@@ -657,13 +662,15 @@ impl Device {
         let e = self.engine.as_mut().expect("engine");
         let now = e.now_ns;
         let d = die as usize;
-        let q = d * QUEUES + queue;
-        let leader = e.queues[q].pop_front().expect("a queued transaction");
-        e.queued[d] -= 1;
+        let work = &mut e.dies[d];
+        let leader = work.queues[queue]
+            .pop_front()
+            .expect("a queued transaction");
+        work.queued -= 1;
         // Only what waits in the same queue can join the leader: alone, nothing is looked at.
-        let group = match e.queues[q].is_empty() {
+        let group = match work.queues[queue].is_empty() {
             true => None,
-            false => self.join_leader(die, q, leader),
+            false => self.join_leader(die, queue, leader),
         };
         let e = self.engine.as_mut().expect("engine");
         let lt = &mut e.txns[leader as usize];
@@ -701,7 +708,7 @@ impl Device {
             }
             let (array, request, enqueued, next) =
                 (t.array_ns, t.request, t.enqueued_ns, t.group_next);
-            e.queued_work_ns[d] -= array;
+            e.dies[d].queued_work_ns -= array;
             if request != NONE {
                 let r = &mut e.requests[request as usize];
                 r.queue_ns = r.queue_ns.max(now - enqueued);
@@ -727,7 +734,8 @@ impl Device {
             }
             _ => (now + array_ns, now),
         };
-        e.dies[d].start(ActiveOp {
+        let die_state = &mut e.dies[d].die;
+        die_state.start(ActiveOp {
             id: leader,
             kind,
             array_start_ns: array_start,
@@ -739,7 +747,7 @@ impl Device {
             read_done_with_die: kind == TxnKind::Read && (transfers == 0 || !cache_read),
             awaiting_channel,
         });
-        let generation = e.dies[d].generation;
+        let generation = die_state.generation;
         if !awaiting_channel {
             e.schedule(die_free, Event::DieFree { die, generation });
         }
@@ -813,9 +821,11 @@ impl Device {
         let mut passed_planes = 0u64;
         let geo = &self.geo;
         let mut i = 0;
-        while i < e.queues[q].len().min(MERGE_WINDOW) && members < e.planes_per_die {
-            let id = e.queues[q][i];
-            let t = e.txns[id as usize];
+        let planes_per_die = e.planes_per_die;
+        let (work, txns) = (&mut e.dies[d], &mut e.txns);
+        while i < work.queues[q].len().min(MERGE_WINDOW) && members < planes_per_die {
+            let id = work.queues[q][i];
+            let t = txns[id as usize];
             let bit = 1u64 << (t.plane % 64);
             if t.kind == lt.kind
                 && t.moves == 0
@@ -826,15 +836,15 @@ impl Device {
                 && planes_used & bit == 0
                 && (t.kind != TxnKind::Program
                     || passed_planes & bit == 0
-                    || !e.queues[q].iter().take(i).any(|&ahead| {
-                        let a = &e.txns[ahead as usize];
+                    || !work.queues[q].iter().take(i).any(|&ahead| {
+                        let a = &txns[ahead as usize];
                         a.kind == TxnKind::Program && geo.block_of(a.ppa) == geo.block_of(t.ppa)
                     }))
             {
-                e.queues[q].remove(i);
-                e.queued[d] -= 1;
+                work.queues[q].remove(i);
+                work.queued -= 1;
                 planes_used |= bit;
-                e.txns[tail as usize].group_next = id;
+                txns[tail as usize].group_next = id;
                 tail = id;
                 members += 1;
                 array_ns = array_ns.max(t.array_ns);
@@ -919,8 +929,9 @@ impl Device {
             return;
         }
         let e = self.engine.as_ref().expect("engine");
-        let reads = die as usize * QUEUES + queue_of(TxnKind::Read, TxnClass::HostRead);
-        if !e.queues[reads].is_empty() && e.dies[die as usize].can_suspend(e.now_ns) {
+        let work = &e.dies[die as usize];
+        let reads = queue_of(TxnKind::Read, TxnClass::HostRead);
+        if !work.queues[reads].is_empty() && work.die.can_suspend(e.now_ns) {
             self.suspend_die(die);
         }
     }
@@ -930,10 +941,10 @@ impl Device {
     fn die_free(&mut self, die: u32, generation: u32) {
         let e = self.engine.as_mut().expect("engine");
         let d = die as usize;
-        if e.dies[d].generation != generation {
+        if e.dies[d].die.generation != generation {
             return;
         }
-        if let Some(op) = e.dies[d].finish() {
+        if let Some(op) = e.dies[d].die.finish() {
             if op.kind == TxnKind::Read && op.read_done_with_die {
                 self.read_done(op.id);
             } else if op.kind != TxnKind::Read {
@@ -1002,7 +1013,7 @@ impl Device {
                 let tt = &mut e.txns[id as usize];
                 tt.retries_left -= 1;
                 tt.group_next = NONE;
-                e.queued_work_ns[t.die as usize] += t.array_ns;
+                e.dies[t.die as usize].queued_work_ns += t.array_ns;
                 if t.gc {
                     // A GC read sensed again is GC's die time again.
                     self.count_gc_busy(t.array_ns, t.background);
@@ -1338,9 +1349,10 @@ mod tests {
             let q = queue_of(TxnKind::Program, TxnClass::HostWrite);
             let block = dev.geo.block_of(ppa) as usize;
             let e = dev.engine();
-            e.queues[q].push_back(id);
-            e.queued[0] += 1;
-            e.queued_work_ns[0] += 500_000;
+            let work = &mut e.dies[0];
+            work.queues[q].push_back(id);
+            work.queued += 1;
+            work.queued_work_ns += 500_000;
             e.block_work[block].unstarted_programs += 1;
             id
         };
@@ -1355,17 +1367,18 @@ mod tests {
             "page 6 of b went before page 5"
         );
         assert_eq!(
-            e.queues[queue_of(TxnKind::Program, TxnClass::HostWrite)],
+            e.dies[0].queues[queue_of(TxnKind::Program, TxnClass::HostWrite)],
             [b5, b6]
         );
         // With plane 1's page 6 at the head of what is left, it joins a page-6 leader.
         let a7 = program(&mut dev, page(a, 6));
         let e = dev.engine();
         let q = queue_of(TxnKind::Program, TxnClass::HostWrite);
-        e.queues[q].retain(|&id| id != b5);
-        e.queues[q].push_front(a7);
-        e.queued[0] -= 1;
-        e.dies[0] = Default::default();
+        let work = &mut e.dies[0];
+        work.queues[q].retain(|&id| id != b5);
+        work.queues[q].push_front(a7);
+        work.queued -= 1;
+        work.die = Default::default();
         dev.start(0, q);
         assert_eq!(dev.engine().txns[a7 as usize].group_next, b6);
     }
@@ -1379,22 +1392,22 @@ mod tests {
         let mut erase = txn(TxnKind::Erase, TxnClass::Erase, 1);
         erase.die = 1;
         let id = e.new_txn(erase);
-        let queue = |class| QUEUES + queue_of(TxnKind::Erase, class);
-        e.queues[queue(TxnClass::Erase)].push_back(id);
+        let queue = |class| queue_of(TxnKind::Erase, class);
+        e.dies[1].queues[queue(TxnClass::Erase)].push_back(id);
         e.inherit_class(id, TxnClass::Gc);
         assert_eq!(e.txns[id as usize].class, TxnClass::Gc);
-        assert!(e.queues[queue(TxnClass::Erase)].is_empty());
-        assert_eq!(e.queues[queue(TxnClass::Gc)], [id]);
+        assert!(e.dies[1].queues[queue(TxnClass::Erase)].is_empty());
+        assert_eq!(e.dies[1].queues[queue(TxnClass::Gc)], [id]);
         // A host read's program (DFTL translation work) lifts it to host writes, no further.
         e.inherit_class(id, TxnClass::HostRead);
         assert_eq!(e.txns[id as usize].class, TxnClass::HostWrite);
-        assert_eq!(e.queues[queue(TxnClass::HostWrite)], [id]);
+        assert_eq!(e.dies[1].queues[queue(TxnClass::HostWrite)], [id]);
         e.inherit_class(id, TxnClass::Gc);
         assert_eq!(e.txns[id as usize].class, TxnClass::HostWrite);
         // Not queued (still gated, or running): only its class changes.
         let other = e.new_txn(erase);
         e.inherit_class(other, TxnClass::HostWrite);
         assert_eq!(e.txns[other as usize].class, TxnClass::HostWrite);
-        assert_eq!(e.queues[queue(TxnClass::HostWrite)], [id]);
+        assert_eq!(e.dies[1].queues[queue(TxnClass::HostWrite)], [id]);
     }
 }

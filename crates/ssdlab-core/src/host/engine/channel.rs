@@ -157,8 +157,8 @@ impl Device {
         };
         match die_end {
             Some(done) => {
-                e.dies[d].granted(end, done);
-                let generation = e.dies[d].generation;
+                e.dies[d].die.granted(end, done);
+                let generation = e.dies[d].die.generation;
                 e.schedule(
                     done,
                     Event::DieFree {

@@ -292,7 +292,7 @@ impl Device {
                     erase.gc = true;
                     let e = self.engine();
                     let id = e.new_txn(erase);
-                    e.queued_work_ns[erase.die as usize] += erase_ns;
+                    e.dies[erase.die as usize].queued_work_ns += erase_ns;
                     if request != NONE {
                         e.request(request).pending += 1;
                     }
@@ -382,7 +382,7 @@ impl Device {
             let t = &mut e.txns[fused.txn as usize];
             t.array_ns += fused.array_ns;
             t.moves += fused.moves;
-            e.queued_work_ns[fused.die as usize] += fused.array_ns;
+            e.dies[fused.die as usize].queued_work_ns += fused.array_ns;
         }
         *fused = Fused::NONE;
     }
@@ -463,7 +463,7 @@ impl Device {
         t.not_before_ns = chain.ready;
         let e = self.engine();
         let id = e.new_txn(t);
-        e.queued_work_ns[t.die as usize] += t.array_ns;
+        e.dies[t.die as usize].queued_work_ns += t.array_ns;
         if t.kind == TxnKind::Program {
             // After an erase of its block made earlier in the list (or before it), gated on it.
             self.program_made_at(id, ppa);

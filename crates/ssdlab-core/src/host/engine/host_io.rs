@@ -200,7 +200,7 @@ impl Device {
             t.not_before_ns = ready;
             let e = self.engine();
             let id = e.new_txn(t);
-            e.queued_work_ns[t.die as usize] += array_ns;
+            e.dies[t.die as usize].queued_work_ns += array_ns;
             e.request(slot).pending += 1;
             for &(page, _, last) in chains.iter() {
                 if last != NONE && mapped[i..i + n].iter().any(|&(p, _, _)| p == page) {
@@ -314,7 +314,7 @@ impl Device {
                     e.request(slot).pending += 1;
                 }
                 let r = e.new_txn(read);
-                e.queued_work_ns[read.die as usize] += t_read;
+                e.dies[read.die as usize].queued_work_ns += t_read;
                 self.enqueue_at(r, start);
             }
             if !outcome.fills_page {
@@ -385,10 +385,10 @@ impl Device {
         // once the data is in.
         if t.gates == 0 {
             let (die, q) = (t.die as usize, queue_of(t.kind, t.class));
-            let queue = &mut e.queues[die * QUEUES + q];
-            if let Some(at) = queue.iter().position(|&id| id == program) {
-                queue.remove(at);
-                e.queued[die] -= 1;
+            let work = &mut e.dies[die];
+            if let Some(at) = work.queues[q].iter().position(|&id| id == program) {
+                work.queues[q].remove(at);
+                work.queued -= 1;
                 self.enqueue_at(program, ready);
             }
         }
@@ -429,7 +429,7 @@ impl Device {
         let e = self.engine();
         program.marks_pending = e.mark_host_program(ppa, block);
         let p = e.new_txn(program);
-        e.queued_work_ns[program.die as usize] += t_prog;
+        e.dies[program.die as usize].queued_work_ns += t_prog;
         if filling {
             e.staged_programs.insert(ppa, p);
         }

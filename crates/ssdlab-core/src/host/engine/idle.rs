@@ -94,7 +94,7 @@ impl Device {
         }
         let idle_ns = self.config.ftl.gc_bg_idle_ns;
         let e = self.engine.as_mut().expect("engine");
-        let generation = e.dies[die as usize].generation;
+        let generation = e.dies[die as usize].die.generation;
         if let Some(at) = e.idle.push(die, generation, e.now_ns, idle_ns) {
             e.schedule(at, Event::IdleCheck);
         }
@@ -109,10 +109,10 @@ impl Device {
             let e = self.engine.as_mut().expect("engine");
             let now = e.now_ns;
             let dies = &e.dies;
-            let Some(die) = e.idle.take_due(now, |d| dies[d as usize].generation) else {
+            let Some(die) = e.idle.take_due(now, |d| dies[d as usize].die.generation) else {
                 break;
             };
-            if e.source_done || e.dies[die as usize].is_busy(now) || !e.die_queues_empty(die) {
+            if e.source_done || e.dies[die as usize].die.is_busy(now) || !e.die_queues_empty(die) {
                 continue;
             }
             self.background_gc_step(die)?;
@@ -129,14 +129,14 @@ impl Device {
         let now = self.engine().now_ns;
         let d = die as usize;
         let planes = self.geo.planes_per_die;
-        let start = self.engine().bg_plane_cursor[d];
+        let start = self.engine().dies[d].bg_plane_cursor;
         for k in 0..planes {
             let offset = (start + k) % planes;
             let plane = die * planes + offset;
             if !self.ftl.wants_background_gc(plane) {
                 continue;
             }
-            self.engine().bg_plane_cursor[d] = (offset + 1) % planes;
+            self.engine().dies[d].bg_plane_cursor = (offset + 1) % planes;
             self.ops.clear();
             let mut ops = std::mem::take(&mut self.ops);
             let result =

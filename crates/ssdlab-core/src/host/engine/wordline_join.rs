@@ -32,7 +32,11 @@ impl Device {
         let mut types = 1u32 << self.geo.page_type(lt.ppa);
         let mut mates = [0usize; JOIN_WINDOW];
         let mut found = 0;
-        for (i, &id) in e.queues[q].iter().take(JOIN_WINDOW).enumerate() {
+        for (i, &id) in e.dies[die as usize].queues[q]
+            .iter()
+            .take(JOIN_WINDOW)
+            .enumerate()
+        {
             let t = e.txns[id as usize];
             let bit = 1u32 << self.geo.page_type(t.ppa);
             if t.kind == TxnKind::Read
@@ -61,8 +65,8 @@ impl Device {
         let mut tail = leader;
         // Remove from the back so the earlier indices stay valid.
         for &i in mates[..found].iter().rev() {
-            let id = e.queues[q].remove(i).expect("a queued mate");
-            e.queued[d] -= 1;
+            let id = e.dies[d].queues[q].remove(i).expect("a queued mate");
+            e.dies[d].queued -= 1;
             e.txns[id as usize].group_next = NONE;
             e.txns[tail as usize].group_next = id;
             tail = id;
