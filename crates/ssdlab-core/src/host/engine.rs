@@ -149,7 +149,18 @@ struct DieWork {
     bg_plane_cursor: u32,
     /// Array time of the transactions assigned to it and not started yet.
     queued_work_ns: u64,
+    /// Times it went idle with background GC wanted (`idle`).
+    idle_checks: u32,
     queues: [VecDeque<u32>; QUEUES],
+}
+
+impl DieWork {
+    /// What an idle check of the die holds it to: it lapses once the die starts anything
+    /// (its generation moves on) or is checked again.
+    #[inline]
+    fn idle_stamp(&self) -> u64 {
+        (self.die.generation as u64) << 32 | self.idle_checks as u64
+    }
 }
 
 /// Move reads of one GC step that must be done before the victim's erase may start.
@@ -296,7 +307,7 @@ impl Engine {
             die_load_ns: die_state.iter().map(|d| d.die.free_at_ns).collect(),
             dies: die_state,
             enqueue_seq: 0,
-            idle: idle::IdleChecks::new(dies),
+            idle: idle::IdleChecks::default(),
             channel_free_ns: (0..g.channels)
                 .map(|c| dev.timeline.channel_free_ns(c))
                 .collect(),
@@ -533,9 +544,7 @@ impl Device {
 
     fn at_page(&self, mut t: Txn, ppa: u32) -> Txn {
         t.ppa = ppa;
-        t.die = self.geo.die_of(ppa);
-        t.plane = self.geo.plane_of(ppa);
-        t.page_in_block = self.geo.page_in_block(ppa);
+        (t.die, t.plane, _, t.page_in_block) = self.geo.locate(ppa);
         t
     }
 

@@ -106,6 +106,15 @@ impl Geometry {
     pub fn page_in_block(&self, ppa: u32) -> u32 {
         ppa % self.div.pages_per_block
     }
+    /// Where physical page `ppa` is: (die, plane, block, page in block), from one division
+    /// by the block size.
+    #[inline]
+    pub fn locate(&self, ppa: u32) -> (u32, u32, u32, u32) {
+        let block = self.block_of(ppa);
+        let page_in_block = ppa - block * self.pages_per_block;
+        let plane = self.plane_of_block(block);
+        (self.die_of_plane(plane), plane, block, page_in_block)
+    }
     #[inline]
     pub fn first_page(&self, block: u32) -> u32 {
         block * self.pages_per_block
@@ -217,6 +226,11 @@ mod tests {
                 assert_eq!(g.channel_of_die(g.die_of(ppa)), block / 37 / 3 / 3);
                 assert_eq!(g.page_type(ppa), ppa % bits, "{cell}");
                 assert_eq!(g.wordline(ppa), ppa / bits, "{cell}");
+                let (die, plane, b, page) = g.locate(ppa);
+                assert_eq!(
+                    (die, plane, b, page),
+                    (block / 37 / 3, block / 37, block, ppa % 1152)
+                );
             }
         }
     }

@@ -7,7 +7,8 @@
 //! due order. One `IdleCheck` event stands for its front. A check lapses for good once its die
 //! starts anything (the die's generation moves on) or goes idle again (a newer check of the die
 //! replaces it), so lapsed checks leave the front whenever the event runs, due or not, and the
-//! next event is set for the first check still live.
+//! next event is set for the first check still live. Both marks are the die's own
+//! (`DieWork::idle_stamp`), so a check is judged from one place.
 
 use super::{Device, DeviceError, Event, TxnClass, NONE};
 use std::collections::VecDeque;
@@ -16,53 +17,34 @@ use std::collections::VecDeque;
 struct Check {
     due_ns: u64,
     die: u32,
-    /// The die's generation when it went idle: a later start makes the check lapse.
-    generation: u32,
-    /// The die's check count then: a later check of the die makes this one lapse.
-    token: u32,
+    /// The die's idle stamp when it went idle: its generation (a later start makes the check
+    /// lapse) and its check count (so does a later check of the die).
+    stamp: u64,
 }
 
 #[derive(Debug, Default)]
 pub(super) struct IdleChecks {
     checks: VecDeque<Check>,
-    /// Per die: the token of its latest check.
-    tokens: Vec<u32>,
     /// An `IdleCheck` event is pending for the front.
     wake_pending: bool,
 }
 
 impl IdleChecks {
-    pub(super) fn new(dies: usize) -> Self {
-        IdleChecks {
-            checks: VecDeque::new(),
-            tokens: vec![0; dies],
-            wake_pending: false,
-        }
-    }
-
-    /// Die `die` (at `generation`) went idle at `now_ns`: its check is due `idle_ns` later.
-    /// Returns the time of an `IdleCheck` event to schedule, if none is pending.
-    fn push(&mut self, die: u32, generation: u32, now_ns: u64, idle_ns: u64) -> Option<u64> {
-        let token = &mut self.tokens[die as usize];
-        *token = token.wrapping_add(1);
+    /// Die `die` (with idle stamp `stamp`) went idle at `now_ns`: its check is due `idle_ns`
+    /// later. Returns the time of an `IdleCheck` event to schedule, if none is pending.
+    fn push(&mut self, die: u32, stamp: u64, now_ns: u64, idle_ns: u64) -> Option<u64> {
         let due_ns = now_ns + idle_ns;
         debug_assert!(self.checks.back().is_none_or(|c| c.due_ns <= due_ns));
-        self.checks.push_back(Check {
-            due_ns,
-            die,
-            generation,
-            token: *token,
-        });
+        self.checks.push_back(Check { due_ns, die, stamp });
         (!std::mem::replace(&mut self.wake_pending, true)).then_some(due_ns)
     }
 
-    /// Take the front check if it is due by `now_ns` and still live (`generation_of` gives a
-    /// die's present generation), dropping the lapsed ones before it. `None` when the front is
+    /// Take the front check if it is due by `now_ns` and still live (`stamp_of` gives a die's
+    /// present idle stamp), dropping the lapsed ones before it. `None` when the front is
     /// live and not due yet, or the FIFO is empty.
-    fn take_due(&mut self, now_ns: u64, generation_of: impl Fn(u32) -> u32) -> Option<u32> {
+    fn take_due(&mut self, now_ns: u64, stamp_of: impl Fn(u32) -> u64) -> Option<u32> {
         while let Some(&c) = self.checks.front() {
-            let live =
-                c.token == self.tokens[c.die as usize] && c.generation == generation_of(c.die);
+            let live = c.stamp == stamp_of(c.die);
             if live && c.due_ns > now_ns {
                 return None;
             }
@@ -94,8 +76,9 @@ impl Device {
         }
         let idle_ns = self.config.ftl.gc_bg_idle_ns;
         let e = self.engine.as_mut().expect("engine");
-        let generation = e.dies[die as usize].die.generation;
-        if let Some(at) = e.idle.push(die, generation, e.now_ns, idle_ns) {
+        let work = &mut e.dies[die as usize];
+        work.idle_checks = work.idle_checks.wrapping_add(1);
+        if let Some(at) = e.idle.push(die, work.idle_stamp(), e.now_ns, idle_ns) {
             e.schedule(at, Event::IdleCheck);
         }
     }
@@ -109,7 +92,7 @@ impl Device {
             let e = self.engine.as_mut().expect("engine");
             let now = e.now_ns;
             let dies = &e.dies;
-            let Some(die) = e.idle.take_due(now, |d| dies[d as usize].die.generation) else {
+            let Some(die) = e.idle.take_due(now, |d| dies[d as usize].idle_stamp()) else {
                 break;
             };
             if e.source_done || e.dies[die as usize].die.is_busy(now) || !e.die_queues_empty(die) {
@@ -154,45 +137,51 @@ impl Device {
 mod tests {
     use super::*;
 
+    /// An idle stamp: generation and check count, as `DieWork::idle_stamp` makes it.
+    fn stamp(generation: u32, checks: u32) -> u64 {
+        (generation as u64) << 32 | checks as u64
+    }
+
     #[test]
     fn a_check_is_due_after_the_idle_time_unless_its_die_worked_or_idled_again() {
-        let mut idle = IdleChecks::new(3);
-        let generations = std::cell::RefCell::new(vec![5u32, 9, 2]);
-        let generation_of = |d: u32| generations.borrow()[d as usize];
+        let mut idle = IdleChecks::default();
+        let stamps = std::cell::RefCell::new(vec![stamp(5, 1), stamp(9, 1), stamp(2, 1)]);
+        let stamp_of = |d: u32| stamps.borrow()[d as usize];
         // The first check schedules the event; later ones ride on it.
-        assert_eq!(idle.push(0, 5, 100, 1_000), Some(1_100));
-        assert_eq!(idle.push(1, 9, 200, 1_000), None);
-        assert_eq!(idle.push(2, 2, 300, 1_000), None);
+        assert_eq!(idle.push(0, stamp(5, 1), 100, 1_000), Some(1_100));
+        assert_eq!(idle.push(1, stamp(9, 1), 200, 1_000), None);
+        assert_eq!(idle.push(2, stamp(2, 1), 300, 1_000), None);
         // Die 1 starts something: its check lapses. Die 2 idles again: the newer check counts.
-        generations.borrow_mut()[1] = 10;
-        assert_eq!(idle.push(2, 2, 400, 1_000), None);
+        stamps.borrow_mut()[1] = stamp(10, 1);
+        stamps.borrow_mut()[2] = stamp(2, 2);
+        assert_eq!(idle.push(2, stamp(2, 2), 400, 1_000), None);
         idle.wake_pending = false;
         // Not due yet: nothing taken, the lapsed ones stay behind the live front.
-        assert_eq!(idle.take_due(1_099, generation_of), None);
+        assert_eq!(idle.take_due(1_099, stamp_of), None);
         assert_eq!(idle.rearm(), Some(1_100));
         idle.wake_pending = false;
-        assert_eq!(idle.take_due(1_100, generation_of), Some(0));
+        assert_eq!(idle.take_due(1_100, stamp_of), Some(0));
         // At 1,300 die 1's check has lapsed, and die 2's first check was replaced.
-        assert_eq!(idle.take_due(1_300, generation_of), None);
+        assert_eq!(idle.take_due(1_300, stamp_of), None);
         assert_eq!(idle.rearm(), Some(1_400));
         idle.wake_pending = false;
-        assert_eq!(idle.take_due(1_400, generation_of), Some(2));
-        assert_eq!(idle.take_due(5_000, generation_of), None);
+        assert_eq!(idle.take_due(1_400, stamp_of), Some(2));
+        assert_eq!(idle.take_due(5_000, stamp_of), None);
         assert_eq!(idle.rearm(), None);
         assert!(!idle.wake_pending);
     }
 
     #[test]
     fn lapsed_checks_leave_the_front_before_they_are_due() {
-        let mut idle = IdleChecks::new(2);
-        let generations = std::cell::RefCell::new(vec![1u32, 1]);
-        let generation_of = |d: u32| generations.borrow()[d as usize];
-        idle.push(0, 1, 0, 1_000);
-        idle.push(1, 1, 10, 1_000);
-        generations.borrow_mut()[0] = 2;
+        let mut idle = IdleChecks::default();
+        let stamps = std::cell::RefCell::new(vec![stamp(1, 1), stamp(1, 1)]);
+        let stamp_of = |d: u32| stamps.borrow()[d as usize];
+        idle.push(0, stamp(1, 1), 0, 1_000);
+        idle.push(1, stamp(1, 1), 10, 1_000);
+        stamps.borrow_mut()[0] = stamp(2, 1);
         idle.wake_pending = false;
         // Die 0's check lapsed long before it is due: the event is set for die 1's.
-        assert_eq!(idle.take_due(500, generation_of), None);
+        assert_eq!(idle.take_due(500, stamp_of), None);
         assert_eq!(idle.checks.len(), 1);
         assert_eq!(idle.rearm(), Some(1_010));
     }
