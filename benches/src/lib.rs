@@ -135,7 +135,10 @@ fn job_source(
 fn job_requests(rw: &str, device_bytes: u64, count: u64, seed: u64) -> Vec<HostRequest> {
     let mut source =
         job_source(rw, device_bytes, count, seed).expect("the bench job fits the device");
-    let mut out = Vec::with_capacity(count as usize);
+    // Read once, in order, between simulated requests that evict the caches and the TLB: on
+    // huge pages, as the device's own tables are, so that the replay does not pay a page walk
+    // every 57 requests.
+    let mut out = ssdlab_core::nand::table::huge_vec_with_capacity(count as usize);
     while let Some(r) = source.next_request() {
         out.push(r.expect("generated requests are valid"));
     }
