@@ -1149,6 +1149,15 @@ impl PageMapFtl {
                 {
                     self.l2p.prefetch(lun as usize);
                 }
+            } else {
+                // The next step's scan reads the victim's OOB from here on: its lines (those
+                // asked for when the victim was chosen may be gone by then).
+                let next = (first + (offset << self.unit_shift)) as usize;
+                let wanted = (self.step_pages << self.unit_shift) as usize + 16;
+                let ahead = wanted.min(end as usize - next);
+                for unit in (next..next + ahead).step_by(16) {
+                    prefetch(&self.oob_unit, unit);
+                }
             }
             return Ok(true);
         }
