@@ -567,16 +567,16 @@ impl Device {
         let suspends_for = t.class == TxnClass::HostRead;
         let (die, queue) = (t.die, queue_of(t.kind, t.class));
         let work = &mut e.dies[die as usize];
+        let idle = !work.die.is_busy(now);
+        if idle && work.queued == 0 && work.die.suspended.is_none() {
+            // Its only transaction: every policy serves a lone candidate (only a suspension
+            // could hold it back), so it starts without asking, and without a queue.
+            return self.start_txn(die, queue, id);
+        }
         work.queues[queue].push_back(id);
         work.queued += 1;
-        if !work.die.is_busy(now) {
-            if work.queued == 1 && work.die.suspended.is_none() {
-                // Its only transaction: every policy serves a lone candidate (only a
-                // suspension could hold it back), so start it without asking.
-                self.start(die, queue);
-            } else {
-                self.dispatch(die);
-            }
+        if idle {
+            self.dispatch(die);
         } else if suspends_for && suspend && work.die.can_suspend(now) {
             self.suspend_die(die);
         }
@@ -665,19 +665,25 @@ impl Device {
     /// up with it on the die's other planes (one multi-plane operation; the first
     /// `MERGE_WINDOW` entries are looked at, so a start costs the same for any queue length).
     fn start(&mut self, die: u32, queue: usize) {
+        let work = &mut self.engine().dies[die as usize];
+        let leader = work.queues[queue]
+            .pop_front()
+            .expect("a queued transaction");
+        work.queued -= 1;
+        self.start_txn(die, queue, leader);
+    }
+
+    /// Start transaction `leader` of queue `queue` (taken from it, or never queued) on `die`,
+    /// as `start` does.
+    fn start_txn(&mut self, die: u32, queue: usize, leader: u32) {
         let xfer_ns = self.derived.page_transfer_ns;
         let cache_read = self.config.channel.cache_read;
         let max_suspends = self.derived.max_suspends;
         let e = self.engine.as_mut().expect("engine");
         let now = e.now_ns;
         let d = die as usize;
-        let work = &mut e.dies[d];
-        let leader = work.queues[queue]
-            .pop_front()
-            .expect("a queued transaction");
-        work.queued -= 1;
         // Only what waits in the same queue can join the leader: alone, nothing is looked at.
-        let group = match work.queues[queue].is_empty() {
+        let group = match e.dies[d].queues[queue].is_empty() {
             true => None,
             false => self.join_leader(die, queue, leader),
         };
@@ -770,14 +776,19 @@ impl Device {
                 },
             );
         }
-        e.refresh_load(die);
         self.timeline.add_busy(die, array_ns);
         if kind == TxnKind::Program {
             self.programs_started(leader);
         }
-        if kind == TxnKind::Program && transfers > 0 {
-            self.request_channel(die, leader, bus_ns as u32, array_ns);
-        } else if kind != TxnKind::Read {
+        // The die's load for dynamic allocation (read only when a host page is placed): a
+        // program granted its channel at once has it refreshed by the grant.
+        let granted = kind == TxnKind::Program
+            && transfers > 0
+            && self.request_channel(die, leader, bus_ns as u32, array_ns);
+        if !granted {
+            self.engine().refresh_load(die);
+        }
+        if kind != TxnKind::Read && !(kind == TxnKind::Program && transfers > 0) {
             self.suspend_for_waiting_reads(die);
         }
     }

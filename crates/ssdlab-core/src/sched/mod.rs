@@ -42,16 +42,13 @@ pub enum TxnClass {
 /// The queues of a die.
 pub const QUEUES: usize = 6;
 
-/// Which queue of its die a transaction waits in.
+/// Which queue of its die a transaction waits in: host reads (0); reads (1) and programs or
+/// erases (2) of the host-write path; the same of background GC (3, 4); erases (5).
+#[inline]
 pub fn queue_of(kind: TxnKind, class: TxnClass) -> usize {
-    match (class, kind) {
-        (TxnClass::HostRead, _) => 0,
-        (TxnClass::HostWrite, TxnKind::Read) => 1,
-        (TxnClass::HostWrite, _) => 2,
-        (TxnClass::Gc, TxnKind::Read) => 3,
-        (TxnClass::Gc, _) => 4,
-        (TxnClass::Erase, _) => 5,
-    }
+    // By (class, kind), Read, Program, Erase: a table lookup, not a chain of branches.
+    const QUEUE: [[u8; 3]; 4] = [[0, 0, 0], [1, 2, 2], [3, 4, 4], [5, 5, 5]];
+    QUEUE[class as usize][kind as usize] as usize
 }
 
 /// The head of one queue as a policy sees it.
@@ -145,6 +142,20 @@ mod tests {
             now_ns: now,
             channel_free: true,
             reads_only: false,
+        }
+    }
+
+    #[test]
+    fn each_kind_and_class_has_its_queue() {
+        for kind in [Read, Program, Erase] {
+            let read = kind == Read;
+            assert_eq!(queue_of(kind, TxnClass::HostRead), 0);
+            assert_eq!(
+                queue_of(kind, TxnClass::HostWrite),
+                if read { 1 } else { 2 }
+            );
+            assert_eq!(queue_of(kind, TxnClass::Gc), if read { 3 } else { 4 });
+            assert_eq!(queue_of(kind, TxnClass::Erase), 5);
         }
     }
 

@@ -70,7 +70,14 @@ impl Device {
     /// The operation `leader` just started on `die` needs the channel now (a program's data
     /// in) or at `ready_ns` (a read's data out, once sensed: called from its `Sensed` event).
     #[inline(always)]
-    pub(super) fn request_channel(&mut self, die: u32, leader: u32, xfer_ns: u32, array_ns: u64) {
+    /// True when the channel was free and granted the transfer at once.
+    pub(super) fn request_channel(
+        &mut self,
+        die: u32,
+        leader: u32,
+        xfer_ns: u32,
+        array_ns: u64,
+    ) -> bool {
         let channel = self.geo.channel_of_die(die) as usize;
         let e = self.engine();
         let now = e.now_ns;
@@ -88,10 +95,11 @@ impl Device {
         e.channel_seq += 1;
         if e.channel_free_ns[channel] <= now && e.channels[channel].is_idle() {
             self.grant(channel, transfer);
-            return;
+            return true;
         }
         e.channels[channel].waiting.push(transfer);
         self.wake_channel(channel);
+        false
     }
 
     /// Make sure the channel looks at its waiting transfers when it is next free.
