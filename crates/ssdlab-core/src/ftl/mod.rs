@@ -210,6 +210,12 @@ pub trait Ftl: Send {
     fn trim(&mut self, unit: u64, now_ns: u64, ops: &mut Vec<FlashOp>);
     /// Does `plane` want background GC (below its watermark, or a victim half collected)?
     fn wants_background_gc(&self, plane: u32) -> bool;
+    /// Does any of `planes` want background GC? (One call where a die's planes are asked.)
+    fn any_wants_background_gc(&self, planes: std::ops::Range<u32>) -> bool {
+        planes
+            .into_iter()
+            .any(|plane| self.wants_background_gc(plane))
+    }
     /// One background GC step in `plane`: at most `max_moves` pages' worth of moves, and the erase of the
     /// victim if the step empties it. False if there was nothing to do.
     fn background_gc(

@@ -69,9 +69,10 @@ impl Device {
     /// checked again once it has stayed idle for `gc_bg_idle_ns`.
     pub(super) fn maybe_idle_gc(&mut self, die: u32) {
         let first = die * self.geo.planes_per_die;
-        let wants = (first..first + self.geo.planes_per_die)
-            .any(|plane| self.ftl.wants_background_gc(plane));
-        if !wants {
+        if !self
+            .ftl
+            .any_wants_background_gc(first..first + self.geo.planes_per_die)
+        {
             return;
         }
         let idle_ns = self.config.ftl.gc_bg_idle_ns;
