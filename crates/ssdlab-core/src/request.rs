@@ -155,6 +155,22 @@ pub trait RequestSource: Send {
         None
     }
 
+    /// The requests still to come, when the source holds them in memory: a run then issues
+    /// them where they are, and takes them with [`RequestSource::skip`]. `None` (the default):
+    /// only through `next_request`.
+    fn pending(&self) -> Option<&[HostRequest]> {
+        None
+    }
+
+    /// Drop the next `n` requests (those [`RequestSource::pending`] showed).
+    fn skip(&mut self, n: usize) {
+        for _ in 0..n {
+            if self.next_request().is_none() {
+                break;
+            }
+        }
+    }
+
     /// Does the job end with a flush once all its requests are done (fio's `end_fsync`)? The
     /// run then issues one after its last completion, and reports it as fio does: in the
     /// job's sync latency, not in its count of syncs. Closed loops only (with or without think
@@ -193,5 +209,15 @@ impl RequestSource for VecSource {
 
     fn len_hint(&self) -> Option<u64> {
         Some(self.total)
+    }
+
+    fn pending(&self) -> Option<&[HostRequest]> {
+        Some(self.requests.as_slice())
+    }
+
+    fn skip(&mut self, n: usize) {
+        if n > 0 {
+            self.requests.nth(n - 1);
+        }
     }
 }

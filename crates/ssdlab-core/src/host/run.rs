@@ -701,6 +701,7 @@ impl Device {
     /// A closed-loop job fills its queue at the present.
     #[inline(always)]
     fn fill_closed(&mut self, run: &mut RunState) -> Result<(), DeviceError> {
+        while run.in_flight.len() < run.queue_depth && self.issue_in_place(run)? {}
         while run.in_flight.len() < run.queue_depth && self.fill_lookahead(run)? {
             // Issued where it waits in the lookahead: a request is 72 bytes, and copying it
             // out costs more than the borrow.
@@ -719,6 +720,44 @@ impl Device {
             issued?;
         }
         Ok(())
+    }
+
+    /// Issue the next request where its source holds it (an in-memory source, nothing in the
+    /// lookahead, the runtime not over), prefetching as the lookahead does: the request
+    /// `LOOKAHEAD` ahead's mapping entries, the one `DEPENDENT_STAGE` ahead's dependent ones,
+    /// and the lines of the one twice `LOOKAHEAD` ahead. False when the lookahead's path has
+    /// to take over (the source is another kind, or has nothing left).
+    #[inline(always)]
+    fn issue_in_place(&mut self, run: &mut RunState) -> Result<bool, DeviceError> {
+        if !run.lookahead.is_empty()
+            || run.source_done
+            || run.exhausted
+            || run.stop_issuing_ns.is_some_and(|stop| self.now_ns >= stop)
+        {
+            return Ok(false);
+        }
+        let now = self.now_ns;
+        let RunState {
+            source,
+            in_flight,
+            job,
+            seq,
+            slot_base,
+            ..
+        } = &mut *run;
+        let Some(pending) = source.pending().filter(|p| !p.is_empty()) else {
+            return Ok(false);
+        };
+        crate::nand::prefetch::prefetch_item(pending, 2 * LOOKAHEAD);
+        if let Some(ahead) = pending.get(LOOKAHEAD) {
+            self.prefetch_request(ahead, false);
+        }
+        if let Some(ahead) = pending.get(DEPENDENT_STAGE) {
+            self.prefetch_request(ahead, true);
+        }
+        let issued = self.issue((in_flight, job, seq, *slot_base), &pending[0], now, now);
+        source.skip(1);
+        issued.map(|_| true)
     }
 
     fn step_run(&mut self, run: &mut RunState, max_completions: u64) -> Result<(), DeviceError> {
