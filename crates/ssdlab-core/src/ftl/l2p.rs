@@ -139,18 +139,16 @@ impl L2p {
         }
     }
 
-    /// GC's update of entry `unit`: streamed in a large map (within a batch begun with
-    /// [`L2p::begin_far_updates`]), a plain store otherwise.
+    /// Store `value` in entry `unit` past the caches and mark it in the filter. The caller
+    /// sets `marked` and `unsettled` (once for a run of entries).
     #[inline(always)]
-    pub(crate) fn set_far(&mut self, unit: usize, value: u32) {
-        if !self.streamed() {
-            return self.set(unit, value);
-        }
+    fn stream_entry(&mut self, unit: usize, value: u32) {
         let slot = &mut self.entries[unit];
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `slot` is a valid, aligned, exclusive reference, and MOVNTI writes exactly it;
-        // `unsettled` makes every later access through the map order the store first (and the
-        // map is only accessed through its methods).
+        // the caller sets `unsettled` before any other access to the map, which makes every
+        // later access through it order the store first (and the map is only accessed through
+        // its methods).
         unsafe {
             std::arch::x86_64::_mm_stream_si32(slot as *mut u32 as *mut i32, value as i32);
         }
@@ -160,6 +158,16 @@ impl L2p {
         }
         let (word, bit) = filter_bit(unit);
         self.filter[word] |= bit;
+    }
+
+    /// GC's update of entry `unit`: streamed in a large map (within a batch begun with
+    /// [`L2p::begin_far_updates`]), a plain store otherwise.
+    #[inline(always)]
+    pub(crate) fn set_far(&mut self, unit: usize, value: u32) {
+        if !self.streamed() {
+            return self.set(unit, value);
+        }
+        self.stream_entry(unit, value);
         self.marked = true;
         *self.unsettled.get_mut() = true;
     }
@@ -171,22 +179,7 @@ impl L2p {
     pub(crate) fn stream_run(&mut self, moves: &[(u32, u32)], first: u32) {
         debug_assert!(self.streamed());
         for (k, &(_, unit)) in moves.iter().enumerate() {
-            let unit = unit as usize;
-            let slot = &mut self.entries[unit];
-            let value = first + k as u32;
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as in `set_far`: `slot` is a valid, aligned, exclusive reference, MOVNTI
-            // writes exactly it, and `unsettled` (set below, before any other access to the
-            // map) makes every later access order the store first.
-            unsafe {
-                std::arch::x86_64::_mm_stream_si32(slot as *mut u32 as *mut i32, value as i32);
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            {
-                *slot = value;
-            }
-            let (word, bit) = filter_bit(unit);
-            self.filter[word] |= bit;
+            self.stream_entry(unit as usize, first + k as u32);
         }
         self.marked = true;
         *self.unsettled.get_mut() = true;
