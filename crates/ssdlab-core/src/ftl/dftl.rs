@@ -539,10 +539,6 @@ impl Ftl for DftlFtl {
         self.inner.wants_background_gc(plane)
     }
 
-    fn any_wants_background_gc(&self, planes: std::ops::Range<u32>) -> bool {
-        self.inner.any_wants_background_gc(planes)
-    }
-
     fn background_gc(
         &mut self,
         plane: u32,

@@ -210,7 +210,8 @@ pub trait Ftl: Send {
     fn trim(&mut self, unit: u64, now_ns: u64, ops: &mut Vec<FlashOp>);
     /// Does `plane` want background GC (below its watermark, or a victim half collected)?
     fn wants_background_gc(&self, plane: u32) -> bool;
-    /// Does any of `planes` want background GC? (One call where a die's planes are asked.)
+    /// Does any of `planes` want background GC? (One virtual call where a die's planes are
+    /// asked: inside it, each FTL's own `wants_background_gc` is called directly.)
     fn any_wants_background_gc(&self, planes: std::ops::Range<u32>) -> bool {
         planes
             .into_iter()

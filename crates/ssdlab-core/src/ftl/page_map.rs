@@ -1308,13 +1308,6 @@ impl Ftl for PageMapFtl {
     }
 
     #[inline]
-    fn any_wants_background_gc(&self, planes: std::ops::Range<u32>) -> bool {
-        planes
-            .into_iter()
-            .any(|plane| self.wants_background_gc(plane))
-    }
-
-    #[inline]
     fn wants_background_gc(&self, plane: u32) -> bool {
         (self.free[plane as usize] as usize) < self.bg_free_blocks
             || self.gc_jobs[plane as usize].is_some()
