@@ -929,9 +929,9 @@ impl PageMapFtl {
             self.valid_units[db] += n;
             self.last_write_ns[db] = self.last_write_ns[db].max(self.last_write_ns[v]);
             self.counters.gc_units_moved += n as u64;
+            self.write_oob_run(first, run.iter().map(|&(_, lun)| lun));
             if self.unit_shift == 0 {
                 // Whole-page moves, one list extension for the run.
-                self.write_oob_run(first, run.iter().map(|&(_, lun)| lun));
                 ops.extend(
                     run.iter()
                         .zip(first..)
@@ -939,7 +939,6 @@ impl PageMapFtl {
                 );
                 self.count_gc_pages(handle, n as u64);
             } else {
-                self.write_oob_run(first, run.iter().map(|&(_, lun)| lun));
                 for (&(src, _), dst) in run.iter().zip(first..) {
                     self.push_move_ops(src, dst, handle, &mut last_read, ops);
                 }
