@@ -782,13 +782,12 @@ impl Device {
         }
         // The die's load for dynamic allocation (read only when a host page is placed): a
         // program granted its channel at once has it refreshed by the grant.
-        let granted = kind == TxnKind::Program
-            && transfers > 0
-            && self.request_channel(die, leader, bus_ns as u32, array_ns);
+        let data_in = kind == TxnKind::Program && transfers > 0;
+        let granted = data_in && self.request_channel(die, leader, bus_ns as u32, array_ns);
         if !granted {
             self.engine().refresh_load(die);
         }
-        if kind != TxnKind::Read && !(kind == TxnKind::Program && transfers > 0) {
+        if !data_in && kind != TxnKind::Read {
             self.suspend_for_waiting_reads(die);
         }
     }
@@ -1141,9 +1140,8 @@ impl Device {
         }
     }
 
-    /// `program_made` for a program of page `ppa`, its block's erase looked up.
-    fn program_made_at(&mut self, id: u32, ppa: u32) {
-        let block = self.geo.block_of(ppa);
+    /// `program_made` for a program of `block`, the block's erase looked up.
+    fn program_made_in(&mut self, id: u32, block: u32) {
         let erase = self.engine().block_work[block as usize].erase;
         self.program_made(id, block, erase);
     }

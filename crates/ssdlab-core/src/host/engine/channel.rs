@@ -69,8 +69,8 @@ impl ChannelQueue {
 impl Device {
     /// The operation `leader` just started on `die` needs the channel now (a program's data
     /// in) or at `ready_ns` (a read's data out, once sensed: called from its `Sensed` event).
-    #[inline(always)]
     /// True when the channel was free and granted the transfer at once.
+    #[inline(always)]
     pub(super) fn request_channel(
         &mut self,
         die: u32,

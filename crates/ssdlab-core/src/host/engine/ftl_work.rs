@@ -466,7 +466,7 @@ impl Device {
         e.dies[t.die as usize].queued_work_ns += t.array_ns;
         if t.kind == TxnKind::Program {
             // After an erase of its block made earlier in the list (or before it), gated on it.
-            self.program_made_at(id, ppa);
+            self.program_made_in(id, self.geo.block_of(ppa));
         }
         let e = self.engine();
         if chain.last == NONE {

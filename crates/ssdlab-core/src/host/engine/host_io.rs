@@ -433,8 +433,7 @@ impl Device {
         if filling {
             e.staged_programs.insert(ppa, p);
         }
-        let erase = e.block_work[block as usize].erase;
-        self.program_made(p, block, erase);
+        self.program_made_in(p, block);
         p
     }
 
